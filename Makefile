@@ -1,0 +1,56 @@
+# The README's two commands: `make run` (the local workflow run) and `make test`.
+# Every target installs what is missing first, so both work on a fresh machine.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+NODE_BIN := node_modules/.bin
+# jsii and the local state-machine interpreter run on the Node 22 that package.json pins.
+export JSII_NODE := $(CURDIR)/$(NODE_BIN)/node
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/$(NODE_BIN):$(PATH)
+CDK := $(NODE_BIN)/cdk
+STAGE ?= dev
+
+.PHONY: run test synth diff deploy destroy lint bench install clean
+
+run: install ## The main job: synthesize and run the workflow locally
+	$(PY) -m local.summary --stage $(STAGE)
+
+test: install ## The whole test suite
+	$(PY) -m pytest -q
+
+synth: install ## Templates in cdk.out/ (no AWS credentials needed)
+	$(CDK) synth -q -c stage=$(STAGE)
+
+diff: install
+	$(CDK) diff -c stage=$(STAGE)
+
+deploy: install
+	$(CDK) deploy -c stage=$(STAGE)
+
+destroy: install
+	$(CDK) destroy -c stage=$(STAGE)
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+bench: install ## Benchmarks (ratios against a reference measured in the same run)
+	$(VENV)/bin/pip install -q --no-deps -r bench/requirements.txt
+	for b in bench/*_bench.py; do $(PY) $$b || exit 1; done
+
+install: $(VENV)/.installed node_modules/.installed
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt training/requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements-dev.txt
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund
+	touch $@
+
+clean:
+	rm -rf cdk.out build runs
