@@ -1,0 +1,24 @@
+"""Builds the CDK app: one stack for the stage chosen with ``-c stage=NAME``, checked by cdk-nag."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+
+from infra.config import StageConfig
+from infra.nag import enable_nag
+from infra.stack import PretrainingStack
+
+CONTEXT_KEYS = ("stage", "stages", "config")
+
+
+def stack_name(config: StageConfig) -> str:
+    return f"GptPretraining-{config.name}"
+
+
+def build_app(app: cdk.App, config: StageConfig) -> PretrainingStack:
+    """Adds the stage's stack to ``app`` and turns on cdk-nag; returns the stack."""
+    stack = PretrainingStack(app, stack_name(config), config=config)
+    cdk.Tags.of(stack).add("project", "gpt-pretraining")
+    cdk.Tags.of(stack).add("stage", config.name)
+    enable_nag(app)
+    return stack

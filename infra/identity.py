@@ -1,0 +1,160 @@
+"""The IAM role SageMaker jobs run as, with access to this stack's resources and nothing else."""
+
+from __future__ import annotations
+
+from aws_cdk import Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_efs as efs
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from infra.nag import acknowledge
+
+DLC_ACCOUNT = "763104351884"  # AWS Deep Learning Containers' ECR registry
+DLC_REPOSITORIES = ("tensorflow-training", "tensorflow-inference")
+
+
+class SageMakerExecutionRole(Construct):
+    """The execution role of the processing, training and hosting jobs.
+
+    Grants: read of the raw bucket; read/write of the datasets, checkpoints and models buckets; the
+    data key for those; NFS mount of the file system; the job network interfaces in this VPC; pulls
+    from the Deep Learning Containers repositories; the SageMaker log groups and metric namespaces.
+
+    Args:
+        read_buckets, write_buckets: buckets the jobs read, and read and write.
+        key: the data KMS key.
+        file_system: the dataset file system.
+        vpc: the VPC where jobs create their network interfaces.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        read_buckets: list[s3.IBucket],
+        write_buckets: list[s3.IBucket],
+        key: kms.IKey,
+        file_system: efs.IFileSystem,
+        vpc: ec2.IVpc,
+    ) -> None:
+        super().__init__(scope, id)
+        stack = Stack.of(self)
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal(
+                "sagemaker.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": stack.account}}
+            ),
+            description="SageMaker jobs of the GPT pre-training workflow",
+        )
+        policy = iam.Policy(self, "Policy", roles=[self.role])
+        add = policy.add_statements
+
+        all_buckets = [*read_buckets, *write_buckets]
+        add(
+            iam.PolicyStatement(
+                actions=["s3:ListBucket", "s3:GetBucketLocation"], resources=[b.bucket_arn for b in all_buckets]
+            )
+        )
+        add(iam.PolicyStatement(actions=["s3:GetObject"], resources=[b.arn_for_objects("*") for b in all_buckets]))
+        add(
+            iam.PolicyStatement(
+                actions=["s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
+                resources=[b.arn_for_objects("*") for b in write_buckets],
+            )
+        )
+        add(
+            iam.PolicyStatement(
+                actions=["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey", "kms:CreateGrant"],
+                resources=[key.key_arn],
+            )
+        )
+        add(
+            iam.PolicyStatement(
+                actions=[
+                    "elasticfilesystem:ClientMount",
+                    "elasticfilesystem:ClientWrite",
+                    "elasticfilesystem:DescribeMountTargets",
+                ],
+                resources=[file_system.file_system_arn],
+            )
+        )
+        # Jobs in a VPC: SageMaker creates and deletes network interfaces in the job subnets.
+        add(
+            iam.PolicyStatement(
+                actions=[
+                    "ec2:DescribeNetworkInterfaces",
+                    "ec2:DescribeVpcs",
+                    "ec2:DescribeDhcpOptions",
+                    "ec2:DescribeSubnets",
+                    "ec2:DescribeSecurityGroups",
+                ],
+                resources=["*"],  # Describe* actions support no resource-level permissions
+            )
+        )
+        add(
+            iam.PolicyStatement(
+                actions=[
+                    "ec2:CreateNetworkInterface",
+                    "ec2:CreateNetworkInterfacePermission",
+                    "ec2:DeleteNetworkInterface",
+                    "ec2:DeleteNetworkInterfacePermission",
+                ],
+                resources=["*"],
+                conditions={"ArnEquals": {"ec2:Vpc": vpc.vpc_arn}},
+            )
+        )
+        add(iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"]))  # account-wide action
+        add(
+            iam.PolicyStatement(
+                actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
+                resources=[f"arn:aws:ecr:{stack.region}:{DLC_ACCOUNT}:repository/{r}" for r in DLC_REPOSITORIES],
+            )
+        )
+        add(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                resources=[
+                    f"arn:aws:logs:{stack.region}:{stack.account}:log-group:{group}"
+                    for group in (
+                        "/aws/sagemaker/TrainingJobs:*",
+                        "/aws/sagemaker/ProcessingJobs:*",
+                        "/aws/sagemaker/Endpoints/*",
+                    )
+                ],
+            )
+        )
+        add(
+            iam.PolicyStatement(
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],  # PutMetricData has no resource-level permissions
+                conditions={"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}},
+            )
+        )
+        self.policy = policy
+        self._acknowledge_wildcards(all_buckets, write_buckets)
+
+    def _acknowledge_wildcards(self, buckets: list[s3.IBucket], write_buckets: list[s3.IBucket]) -> None:
+        """Each wildcard above, with the reason it is as narrow as IAM allows."""
+        stack = Stack.of(self)
+        reasons = {
+            "Resource::*": "Only actions without resource-level permissions use '*': ec2:Describe*, "
+            "ecr:GetAuthorizationToken, cloudwatch:PutMetricData (limited to the /aws/sagemaker/* namespaces); "
+            "network-interface actions are limited to this VPC by the ec2:Vpc condition.",
+        }
+        for bucket in buckets:
+            logical_id = stack.get_logical_id(bucket.node.default_child)
+            access = "read and write" if bucket in write_buckets else "read"
+            reasons[f"Resource::<{logical_id}.Arn>/*"] = (
+                f"Jobs {access} objects under any key of this stack's own bucket; keys are chosen per execution."
+            )
+        for group in ("TrainingJobs:*", "ProcessingJobs:*", "Endpoints/*"):
+            arn = f"arn:aws:logs:{stack.region}:{stack.account}:log-group:/aws/sagemaker/{group}"
+            reasons[f"Resource::{arn}"] = (
+                "SageMaker names log streams per job and endpoint; this is the log group SageMaker writes to."
+            )
+        acknowledge(self.policy, {f"AwsSolutions::AwsSolutions-IAM5[{k}]": v for k, v in reasons.items()})

@@ -1,0 +1,27 @@
+"""cdk-nag's AwsSolutions checks on every synth, and the one way this project acknowledges a finding."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks
+from constructs import IConstruct
+
+
+def enable_nag(app: cdk.App) -> None:
+    """Runs AwsSolutions on every stack of ``app``; an unacknowledged finding fails synthesis.
+
+    Acknowledged findings are also written to each resource's CloudFormation metadata
+    (``cdk_nag.rules_to_suppress``) so reviewers see them in the template.
+    """
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app, write_suppressions_to_cloud_formation=True))
+
+
+def acknowledge(scope: IConstruct, reasons: dict[str, str]) -> None:
+    """Acknowledges findings on ``scope`` and everything below it.
+
+    Args:
+        reasons: finding id -> why it is acceptable here, e.g.
+            ``{"AwsSolutions-IAM5[Resource::*]": "ecr:GetAuthorizationToken has no resource-level permission"}``.
+    """
+    for finding, reason in reasons.items():
+        cdk.Validations.of(scope).acknowledge(cdk.Acknowledgment(id=finding, reason=reason))

@@ -1,0 +1,80 @@
+"""Packs ``training/`` into the ``sourcedir.tar.gz`` that SageMaker script mode downloads and unpacks.
+
+A CDK directory asset is uploaded as a zip, which SageMaker cannot use, so the archive is built here,
+deterministically (sorted names, zero timestamps and owners), and uploaded as a file asset: the same
+source gives the same bytes and so the same asset hash, and an unchanged package is never re-uploaded.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import tarfile
+from pathlib import Path
+from typing import ClassVar
+
+from aws_cdk import CfnOutput
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3_assets as s3_assets
+from constructs import Construct
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TRAINING_DIR = REPO_ROOT / "training"
+BUILD_DIR = REPO_ROOT / "build"
+EXCLUDED_DIRS = {"__pycache__", ".pytest_cache", ".ruff_cache"}
+
+
+def _shipped(path: Path) -> bool:
+    """Tests and caches stay home; everything else under training/ is part of the package."""
+    return not (path.name.endswith("_test.py") or path.suffix == ".pyc" or EXCLUDED_DIRS & set(path.parts))
+
+
+def source_files(source_dir: Path = TRAINING_DIR) -> list[Path]:
+    """The files that go into the archive, relative to ``source_dir``, sorted."""
+    return sorted(
+        p.relative_to(source_dir) for p in source_dir.rglob("*") if p.is_file() and _shipped(p.relative_to(source_dir))
+    )
+
+
+def build_source_archive(source_dir: Path = TRAINING_DIR, out_dir: Path = BUILD_DIR) -> Path:
+    """Writes ``<out_dir>/sourcedir.tar.gz`` with the entry points at its root; returns its path."""
+    buffer = io.BytesIO()
+    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
+        for rel in source_files(source_dir):
+            info = tarfile.TarInfo(rel.as_posix())
+            data = (source_dir / rel).read_bytes()
+            info.size, info.mode, info.mtime = len(data), 0o644, 0
+            tar.addfile(info, io.BytesIO(data))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "sourcedir.tar.gz"
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_bytes(buffer.getvalue())
+    os.replace(tmp, path)
+    return path
+
+
+class TrainingPackage(Construct):
+    """The training package as a CDK file asset; its S3 URI is what ``sagemaker_submit_directory`` names.
+
+    Attributes:
+        s3_uri: ``s3://<assets bucket>/<hash>.gz``, a tar.gz despite the short extension.
+        entry_points: the scripts inside, by job kind.
+    """
+
+    entry_points: ClassVar[dict[str, str]] = {"train": "train.py", "preprocess": "preprocess.py"}
+
+    def __init__(self, scope: Construct, id: str) -> None:
+        super().__init__(scope, id)
+        self.asset = s3_assets.Asset(self, "SourceDir", path=str(build_source_archive()))
+        self.s3_uri = self.asset.s3_object_url
+        CfnOutput(self, "SourceDirUri", value=self.s3_uri, description="sourcedir.tar.gz of the training package")
+
+    def grant_read(self, role: iam.IRole) -> None:
+        """Read access to exactly this object (not the whole assets bucket)."""
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject"],
+                resources=[f"{self.asset.bucket.bucket_arn}/{self.asset.s3_object_key}"],
+            )
+        )
