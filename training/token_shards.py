@@ -7,6 +7,7 @@ A dataset is one folder:
         train/<host>-<input>-<n>.tfrecord   packed token sequences
         validation/<host>-<input>-<n>.tfrecord
         manifests/<host>.json               one part per preprocessing host
+        progress/<host>/<input>.json        preprocessing's per-input "done" records (for restarts)
 
 Each TFRecord record is one sequence of ``record_tokens`` (= context + 1) token ids stored as raw
 little-endian ``uint16`` bytes (``uint32`` when the vocabulary exceeds 65,535), so training reads it
@@ -99,13 +100,18 @@ def read_tfrecords(path: str | os.PathLike) -> list[bytes]:
 
 @dataclasses.dataclass(frozen=True)
 class ShardInfo:
-    """One complete shard file. ``file`` is relative to the dataset folder, e.g. ``train/algo-1-00000.tfrecord``."""
+    """One complete shard file. ``file`` is relative to the dataset folder, e.g. ``train/algo-1-00000.tfrecord``.
+
+    ``tokens`` counts document tokens (end-of-text included); ``padding_tokens`` counts the end-of-text ids that
+    fill the last sequence of an input, so ``tokens + padding_tokens == sequences * record_tokens``.
+    """
 
     file: str
     split: str
     sequences: int
     tokens: int
     sha256: str
+    padding_tokens: int = 0
 
 
 @dataclasses.dataclass
@@ -119,6 +125,7 @@ class Manifest:
     tokenizer_sha256: str
     shards: list[ShardInfo] = dataclasses.field(default_factory=list)
     documents_read: int = 0
+    documents_written: int = 0  # documents_read less the skipped ones
     documents_skipped: dict[str, int] = dataclasses.field(default_factory=dict)  # reason -> count
     files_failed: dict[str, str] = dataclasses.field(default_factory=dict)  # input file -> error
     hosts: list[str] = dataclasses.field(default_factory=list)
@@ -188,6 +195,7 @@ def merge_manifests(parts: list[Manifest]) -> Manifest:
                 )
         merged.shards.extend(part.shards)
         merged.documents_read += part.documents_read
+        merged.documents_written += part.documents_written
         skipped.update(part.documents_skipped)
         merged.files_failed.update(part.files_failed)
         merged.hosts.extend(part.hosts)

@@ -1,0 +1,140 @@
+"""Chunks of raw records in, token streams out: the work each pool process does.
+
+A chunk's documents are parsed, encoded, followed by end-of-text and assigned to the train or validation split
+by a hash of (input name, record index), so the split does not depend on scheduling or on reruns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from collections import Counter
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+
+from pile.bpe import encoder_from_json, eot_id
+from pile.documents import Skip, parse_record
+
+CHUNK_BYTES = 1 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class Chunk:
+    """Consecutive raw records of one input, the first of them at ``first_index``."""
+
+    input_name: str
+    kind: str
+    first_index: int
+    records: list[bytes | None]
+
+
+@dataclasses.dataclass
+class ChunkResult:
+    """The token streams of a chunk (documents each followed by end-of-text) and what was read."""
+
+    train: np.ndarray
+    validation: np.ndarray
+    documents_read: int
+    documents_written: int
+    skipped: Counter[str]
+    bytes_read: int
+
+
+@dataclasses.dataclass(frozen=True)
+class EncodeSettings:
+    """Everything a worker needs besides the chunk; picklable, sent once per worker."""
+
+    tokenizer_json: str
+    dtype: str
+    validation_fraction: float
+    pile_set_names: frozenset[str] = frozenset()
+
+
+def chunk_records(
+    records: Iterable[bytes | None], input_name: str, kind: str, chunk_bytes: int = CHUNK_BYTES
+) -> Iterator[Chunk]:
+    """Groups records into chunks of about ``chunk_bytes``."""
+    batch: list[bytes | None] = []
+    first = size = 0
+    for index, record in enumerate(records):
+        if not batch:
+            first = index
+        batch.append(record)
+        size += len(record) if record is not None else 0
+        if size >= chunk_bytes:
+            yield Chunk(input_name, kind, first, batch)
+            batch, size = [], 0
+    if batch:
+        yield Chunk(input_name, kind, first, batch)
+
+
+def is_validation(input_name: str, index: int, fraction: float) -> bool:
+    """Whether record ``index`` of ``input_name`` belongs to the validation split."""
+    if fraction <= 0:
+        return False
+    digest = hashlib.blake2b(f"{input_name}\n{index}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") < fraction * 2**64
+
+
+class Encoder:
+    """Parses and encodes chunks with one tokenizer."""
+
+    def __init__(self, settings: EncodeSettings):
+        self.settings = settings
+        self.tokenizer = encoder_from_json(settings.tokenizer_json)
+        self.eot = eot_id(self.tokenizer)
+        self.dtype = np.dtype(settings.dtype).newbyteorder("<")
+
+    def encode(self, chunk: Chunk) -> ChunkResult:
+        skipped: Counter[str] = Counter()
+        texts: dict[str, list[str]] = {"train": [], "validation": []}
+        for offset, raw in enumerate(chunk.records):
+            parsed = parse_record(chunk.kind, raw, self.settings.pile_set_names)
+            if isinstance(parsed, Skip):
+                skipped[parsed.value] += 1
+                continue
+            index = chunk.first_index + offset
+            split = (
+                "validation" if is_validation(chunk.input_name, index, self.settings.validation_fraction) else "train"
+            )
+            texts[split].append(parsed)
+        return ChunkResult(
+            train=self._tokens(texts["train"]),
+            validation=self._tokens(texts["validation"]),
+            documents_read=len(chunk.records),
+            documents_written=len(texts["train"]) + len(texts["validation"]),
+            skipped=skipped,
+            bytes_read=sum(len(r) for r in chunk.records if r is not None),
+        )
+
+    def _tokens(self, texts: list[str]) -> np.ndarray:
+        ids: list[int] = []
+        if texts:
+            for encoding in self.tokenizer.encode_batch_fast(texts, add_special_tokens=False):
+                ids.extend(encoding.ids)
+                ids.append(self.eot)
+        return np.array(ids, dtype=self.dtype)
+
+
+_worker_encoder: Encoder | None = None
+
+
+def single_threaded() -> None:
+    """Keeps ``tokenizers`` to one thread in this process (set before its first parallel call)."""
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    os.environ["RAYON_NUM_THREADS"] = "1"
+
+
+def init_worker(settings: EncodeSettings) -> None:
+    """Pool initializer: one encoder per process, tokenizer threads off (the pool is the parallelism)."""
+    global _worker_encoder
+    single_threaded()
+    _worker_encoder = Encoder(settings)
+
+
+def encode_in_worker(chunk: Chunk) -> ChunkResult:
+    """Pool task."""
+    assert _worker_encoder is not None, "init_worker was not run in this process"
+    return _worker_encoder.encode(chunk)

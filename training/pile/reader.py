@@ -1,0 +1,128 @@
+"""Streaming reads of input files: decompressed blocks, lines, and raw documents (still bytes).
+
+Nothing here holds more than one block plus one record in memory, whatever the file's size. A record longer
+than ``max_record_bytes`` is dropped while it streams past and reported as ``None``.
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import zstandard
+
+from pile.inputs import InputFile
+
+BLOCK_BYTES = 1 << 20
+MAX_RECORD_BYTES = 256 << 20
+TEXT_SEPARATOR = b"<|endoftext|>"  # a .txt line holding only this separates two documents
+
+# Errors that end one input file (truncated or corrupt data); the run goes on with the next file.
+READ_ERRORS = (OSError, EOFError, zstandard.ZstdError)
+
+
+class ReadError(Exception):
+    """Reading an input stopped early; the message names the original error."""
+
+
+def iter_blocks(path: str | Path, block_bytes: int = BLOCK_BYTES) -> Iterator[bytes]:
+    """The decompressed bytes of a file in blocks; raises EOFError when a .gz or .zst stream is cut short."""
+    name = str(path).lower()
+    if name.endswith(".zst"):
+        with open(path, "rb") as f:
+            yield from _zstd_blocks(f, block_bytes)
+    elif name.endswith(".gz"):
+        with gzip.open(path, "rb") as f:
+            while block := f.read(block_bytes):
+                yield block
+    else:
+        with open(path, "rb") as f:
+            while block := f.read(block_bytes):
+                yield block
+
+
+def _zstd_blocks(f, block_bytes: int) -> Iterator[bytes]:
+    """Decompresses every frame; unlike ``stream_reader``, notices a file that ends inside a frame."""
+    decompressor = zstandard.ZstdDecompressor()
+    frame = decompressor.decompressobj()
+    in_frame = False
+    while data := f.read(block_bytes):
+        while data:
+            in_frame = True
+            if out := frame.decompress(data):
+                yield out
+            if not frame.eof:
+                break
+            data, frame, in_frame = frame.unused_data, decompressor.decompressobj(), False
+    if in_frame:
+        raise EOFError("zstd stream ended inside a frame (truncated file)")
+
+
+def iter_lines(blocks: Iterable[bytes], max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[bytes | None]:
+    """Lines without their ``\\n``; ``None`` stands for a line longer than ``max_record_bytes``."""
+    parts: list[bytes] = []
+    size = 0
+    too_long = False
+    for block in blocks:
+        pieces = block.split(b"\n")
+        for piece in pieces[:-1]:
+            if too_long or size + len(piece) > max_record_bytes:
+                yield None
+            else:
+                yield b"".join((*parts, piece)) if parts else piece
+            parts, size, too_long = [], 0, False
+        tail = pieces[-1]
+        if too_long or size + len(tail) > max_record_bytes:
+            parts, size, too_long = [], 0, True
+        elif tail:
+            parts.append(tail)
+            size += len(tail)
+    if too_long:
+        yield None
+    elif parts:
+        yield b"".join(parts)
+
+
+def iter_text_documents(
+    lines: Iterable[bytes | None], max_record_bytes: int = MAX_RECORD_BYTES
+) -> Iterator[bytes | None]:
+    """Plain-text documents: lines between ``<|endoftext|>`` lines (a file without one is one document).
+
+    A document that outgrows ``max_record_bytes`` is cut at a line boundary and goes on as a new document.
+    """
+    parts: list[bytes] = []
+    size = 0
+    for line in lines:
+        if line is None:
+            if parts:
+                yield b"".join(parts)
+                parts, size = [], 0
+            yield None
+            continue
+        if line.rstrip(b"\r") == TEXT_SEPARATOR:
+            yield b"".join(parts)
+            parts, size = [], 0
+            continue
+        if parts and size + len(line) + 1 > max_record_bytes:
+            yield b"".join(parts)
+            parts, size = [], 0
+        parts.append(line + b"\n")
+        size += len(line) + 1
+    if parts:
+        # The newline that ends a file is not part of its last document (editors add one).
+        parts[-1] = parts[-1][:-1]
+        yield b"".join(parts)
+
+
+def iter_records(source: InputFile, max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[bytes | None]:
+    """The raw records of an input: JSON lines for ``jsonl``, documents for ``txt``.
+
+    Raises ReadError (after yielding every record before the damage) for a truncated or corrupt file.
+    """
+    lines = iter_lines(iter_blocks(source.path), max_record_bytes)
+    records = iter_text_documents(lines, max_record_bytes) if source.kind == "txt" else lines
+    try:
+        yield from records
+    except READ_ERRORS as e:
+        raise ReadError(f"{source.relative}: {type(e).__name__}: {e}") from e
