@@ -1,0 +1,57 @@
+"""Small Pile-format corpora made from text every Python install has (its standard library sources).
+
+For tests and benchmarks, which may not download anything.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import zstandard
+
+PILE_SET_NAMES = ("Github", "Pile-CC", "ArXiv")
+
+
+def stdlib_documents(total_bytes: int, max_document_bytes: int = 20_000) -> list[str]:
+    """Standard-library source files cut into documents of at most ``max_document_bytes`` characters."""
+    documents: list[str] = []
+    size = 0
+    for path in sorted(Path(os.__file__).parent.glob("*.py")):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for start in range(0, len(text), max_document_bytes):
+            piece = text[start : start + max_document_bytes]
+            if not piece.strip():
+                continue
+            documents.append(piece)
+            size += len(piece.encode())
+            if size >= total_bytes:
+                return documents
+    return documents
+
+
+def pile_line(text: str, pile_set_name: str) -> bytes:
+    """One line of a Pile ``.jsonl`` file."""
+    return json.dumps({"text": text, "meta": {"pile_set_name": pile_set_name}}).encode() + b"\n"
+
+
+def write_jsonl(path: str | Path, lines: Iterable[bytes]) -> Path:
+    """Writes lines as ``.jsonl``, ``.jsonl.gz`` or ``.jsonl.zst`` (by the file name)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = b"".join(lines)
+    if path.name.endswith(".zst"):
+        data = zstandard.ZstdCompressor().compress(data)
+    elif path.name.endswith(".gz"):
+        data = gzip.compress(data, mtime=0)
+    path.write_bytes(data)
+    return path
+
+
+def write_pile(path: str | Path, documents: Iterable[str]) -> Path:
+    """A Pile-format file, the documents' ``pile_set_name`` taken in turn from PILE_SET_NAMES."""
+    lines = (pile_line(text, PILE_SET_NAMES[i % len(PILE_SET_NAMES)]) for i, text in enumerate(documents))
+    return write_jsonl(path, lines)
