@@ -1,0 +1,115 @@
+"""Configuration loading and validation: every bad value names its field and what would be valid."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from infra.config import PLACEHOLDER_ACCOUNT, ConfigError, StageConfig, load_stage_config
+from tests.synth import cli_context
+
+
+def load(stage: dict | None = None, **context) -> StageConfig:
+    return load_stage_config({"stage": "s", "stages": {"s": stage or {}}, **context})
+
+
+def test_defaults_are_valid_and_typed():
+    config = load()
+    assert config.name == "s"
+    assert config.account == PLACEHOLDER_ACCOUNT
+    assert config.training.shape.d_model == 768  # gpt3-125m
+    assert config.training.data_parallel_replicas == 8  # one ml.p4d.24xlarge: 8 GPUs
+
+
+def test_every_stage_in_cdk_json_is_valid():
+    context = cli_context()
+    for stage in context["stages"]:
+        assert load_stage_config({**context, "stage": stage}).name == stage
+
+
+def test_stage_values_override_defaults_and_file_overrides_stage(tmp_path):
+    override = tmp_path / "override.json"
+    override.write_text(json.dumps({"training": {"instance_count": 4}, "notification_email": "ml@example.com"}))
+    config = load({"training": {"instance_count": 2, "spot": False}}, config=str(override))
+    assert config.training.instance_count == 4  # the file wins
+    assert config.training.spot is False  # the stage's value survives a partial override
+    assert config.notification_email == "ml@example.com"
+
+
+def test_default_account_comes_from_the_caller_unless_the_stage_names_one():
+    assert (
+        load_stage_config({"stage": "s", "stages": {"s": {}}}, default_account="210987654321").account == "210987654321"
+    )
+    named = {"stage": "s", "stages": {"s": {"account": "111122223333"}}}
+    assert load_stage_config(named, default_account="210987654321").account == "111122223333"
+
+
+@pytest.mark.parametrize(
+    ("stage", "field", "hint"),
+    [
+        ({"trainig": {}}, "trainig", "did you mean 'training'"),
+        ({"training": {"instance_cout": 2}}, "training.instance_cout", "did you mean 'instance_count'"),
+        ({"training": {"instance_count": "2"}}, "training.instance_count", "type int"),
+        ({"training": {"spot": "yes"}}, "training.spot", "type bool"),
+        ({"training": {"micro_batch_size": True}}, "training.micro_batch_size", "type int"),
+        ({"training": {"instance_count": 0}}, "training.instance_count", "a positive integer"),
+        ({"preprocessing": {"instance_count": -1}}, "preprocessing.instance_count", "a positive integer"),
+        ({"training": {"instance_type": "ml.p4d.24xlarg"}}, "training.instance_type", "did you mean 'ml.p4d.24xlarge'"),
+        ({"preprocessing": {"instance_type": "c5.9xlarge"}}, "preprocessing.instance_type", "ml.c5.9xlarge"),
+        ({"deploy": {"instance_type": "ml.x1.huge"}}, "deploy.instance_type", "one of"),
+        ({"training": {"n_head": 7}}, "training.n_head", "a divisor of the model width d_model=768"),
+        ({"training": {"d_model": 1000, "n_head": 16}}, "training.n_head", "d_model=1000"),
+        ({"training": {"model_preset": "gpt4"}}, "training.model_preset", "gpt3-125m"),
+        ({"preprocessing": {"shard_size_mb": 0}}, "preprocessing.shard_size_mb", "a positive integer"),
+        ({"preprocessing": {"vocab_size": 100}}, "preprocessing.vocab_size", "257 (256 bytes + end-of-text)"),
+        ({"preprocessing": {"validation_fraction": 0.9}}, "preprocessing.validation_fraction", "0 to 0.5"),
+        ({"training": {"precision": "fp8"}}, "training.precision", "bf16, fp16, fp32"),
+        ({"training": {"instance_type": "ml.p3.16xlarge"}}, "training.precision", "V100 has no bfloat16"),
+        ({"training": {"data_parallel_engine": "horovd"}}, "training.data_parallel_engine", "multi_worker_mirrored"),
+        ({"training": {"data_source": "fsx"}}, "training.data_source", "efs, s3"),
+        ({"training": {"max_run_hours": 1000}}, "training.max_run_hours", "at most 672"),
+        (
+            {"training": {"global_batch_tokens": 1000}},
+            "training.global_batch_tokens",
+            "multiple of training.sequence_length",
+        ),
+        ({"training": {"global_batch_tokens": 2048 * 12}}, "training.global_batch_tokens", "2048 x 8 x 8 = 131,072"),
+        ({"network": {"nat_gateways": 3}}, "network.nat_gateways", "1 to network.max_azs (2)"),
+        ({"network": {"isolated": True}}, "network.nat_gateways", "0 when network.isolated"),
+        ({"storage": {"efs_throughput_mode": "fast"}}, "storage.efs_throughput_mode", "elastic, bursting, provisioned"),
+        ({"storage": {"efs_throughput_mode": "provisioned"}}, "storage.efs_provisioned_mibps", "1 to 3414"),
+        ({"storage": {"log_retention_days": 10}}, "storage.log_retention_days", "one of 1, 3, 5"),
+        ({"account": "12345"}, "account", "a 12-digit AWS account id"),
+        ({"region": "us-east-9"}, "region", "did you mean"),
+        ({"notification_email": "not-an-address"}, "notification_email", "an e-mail address"),
+        ({"network": []}, "network", "a JSON object"),
+    ],
+)
+def test_invalid_values_name_the_field_the_value_and_the_fix(stage, field, hint):
+    with pytest.raises(ConfigError) as error:
+        load(stage)
+    assert error.value.field == field
+    assert str(error.value).startswith(f"{field}: ")
+    assert "is not valid; expected" in str(error.value)
+    assert hint in str(error.value)
+
+
+def test_unknown_stage_lists_the_known_ones():
+    with pytest.raises(
+        ConfigError, match=r"stage: 'staging' is not valid; expected one of the stages in cdk.json: a, b"
+    ):
+        load_stage_config({"stage": "staging", "stages": {"a": {}, "b": {}}})
+
+
+def test_override_file_must_exist_and_be_a_json_object(tmp_path):
+    with pytest.raises(ConfigError, match="config: .* the path of a JSON file"):
+        load(config=str(tmp_path / "missing.json"))
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    with pytest.raises(ConfigError, match="valid JSON"):
+        load(config=str(broken))
+    listed = tmp_path / "list.json"
+    listed.write_text("[1, 2]")
+    with pytest.raises(ConfigError, match="a JSON object at the top level"):
+        load(config=str(listed))

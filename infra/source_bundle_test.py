@@ -1,0 +1,40 @@
+"""The training package archive: what SageMaker script mode needs, nothing else, the same bytes every time."""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+from infra.source_bundle import build_source_archive, source_files
+
+
+def make_package(root: Path) -> Path:
+    src = root / "training"
+    (src / "gpt" / "__pycache__").mkdir(parents=True)
+    (src / "train.py").write_text("print('train')\n")
+    (src / "train_test.py").write_text("def test(): pass\n")
+    (src / "gpt" / "model.py").write_text("MODEL = 1\n")
+    (src / "gpt" / "__pycache__" / "model.cpython-311.pyc").write_bytes(b"\0")
+    (src / "requirements.txt").write_text("tokenizers==0.23.3\n")
+    return src
+
+
+def test_archive_has_entry_points_at_its_root_and_leaves_tests_and_caches_out(tmp_path: Path):
+    archive = build_source_archive(make_package(tmp_path), tmp_path / "out")
+    assert archive.name == "sourcedir.tar.gz"
+    with tarfile.open(archive, "r:gz") as tar:
+        assert sorted(tar.getnames()) == ["gpt/model.py", "requirements.txt", "train.py"]
+        assert tar.extractfile("train.py").read() == b"print('train')\n"
+
+
+def test_archive_is_byte_identical_across_builds(tmp_path: Path):
+    src = make_package(tmp_path)
+    first = build_source_archive(src, tmp_path / "a").read_bytes()
+    (src / "train.py").touch()  # a new mtime must not change the bytes
+    assert build_source_archive(src, tmp_path / "b").read_bytes() == first
+
+
+def test_the_real_package_ships_its_entry_points_and_requirements():
+    names = {p.as_posix() for p in source_files()}
+    assert {"train.py", "preprocess.py", "requirements.txt", "token_shards.py", "gpt/presets.json"} <= names
+    assert not any(n.endswith("_test.py") for n in names)

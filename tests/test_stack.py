@@ -1,0 +1,157 @@
+"""Fine-grained assertions on the synthesized templates: the properties that keep data safe."""
+
+from __future__ import annotations
+
+from aws_cdk.assertions import Match, Template
+
+DATA_BUCKETS = ("raw/", "datasets/", "checkpoints/", "models/")  # access-log prefixes name the data buckets
+
+
+def resources(template: Template, kind: str) -> dict:
+    return template.find_resources(kind)
+
+
+def data_buckets(template: Template) -> dict:
+    return {
+        name: r
+        for name, r in resources(template, "AWS::S3::Bucket").items()
+        if r["Properties"].get("LoggingConfiguration", {}).get("LogFilePrefix") in DATA_BUCKETS
+    }
+
+
+def test_the_data_key_rotates(dev_template: Template, prod_template: Template):
+    for template in (dev_template, prod_template):
+        template.has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True})
+
+
+def test_data_buckets_are_kms_encrypted_private_tls_only_and_logged(prod_template: Template):
+    buckets = data_buckets(prod_template)
+    assert len(buckets) == 4
+    key = next(iter(resources(prod_template, "AWS::KMS::Key")))
+    for bucket in buckets.values():
+        props = bucket["Properties"]
+        sse = props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"]
+        assert sse == {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": {"Fn::GetAtt": [key, "Arn"]}}
+        assert all(props["PublicAccessBlockConfiguration"].values())
+    policies = resources(prod_template, "AWS::S3::BucketPolicy").values()
+    tls_denied = {
+        p["Properties"]["Bucket"]["Ref"]
+        for p in policies
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if s["Effect"] == "Deny" and s.get("Condition") == {"Bool": {"aws:SecureTransport": "false"}}
+    }
+    assert set(buckets) <= tls_denied
+
+
+def test_only_the_models_bucket_is_versioned(prod_template: Template):
+    versioned = [
+        b["Properties"]["LoggingConfiguration"]["LogFilePrefix"]
+        for b in data_buckets(prod_template).values()
+        if b["Properties"].get("VersioningConfiguration", {}).get("Status") == "Enabled"
+    ]
+    assert versioned == ["models/"]
+
+
+def test_data_survives_destroy_by_default_and_dev_may_delete(dev_template: Template, prod_template: Template):
+    for kind in ("AWS::S3::Bucket", "AWS::EFS::FileSystem", "AWS::KMS::Key"):
+        assert {r["DeletionPolicy"] for r in resources(prod_template, kind).values()} == {"Retain"}, kind
+        assert {r["DeletionPolicy"] for r in resources(dev_template, kind).values()} == {"Delete"}, kind
+
+
+def test_efs_is_encrypted_elastic_and_mounted_in_private_subnets(prod_template: Template):
+    key = next(iter(resources(prod_template, "AWS::KMS::Key")))
+    prod_template.has_resource_properties(
+        "AWS::EFS::FileSystem",
+        {"Encrypted": True, "KmsKeyId": {"Fn::GetAtt": [key, "Arn"]}, "ThroughputMode": "elastic"},
+    )
+    private = {
+        name
+        for name, subnet in resources(prod_template, "AWS::EC2::Subnet").items()
+        if not subnet["Properties"]["MapPublicIpOnLaunch"]
+    }
+    targets = resources(prod_template, "AWS::EFS::MountTarget").values()
+    assert len(targets) == 2
+    assert {t["Properties"]["SubnetId"]["Ref"] for t in targets} == private
+    prod_template.has_resource_properties("AWS::EFS::AccessPoint", {"RootDirectory": {"Path": "/datasets"}})
+
+
+def test_nfs_is_admitted_only_from_the_jobs_security_group(dev_template: Template):
+    ingress = [r["Properties"] for r in resources(dev_template, "AWS::EC2::SecurityGroupIngress").values()]
+    nfs = [rule for rule in ingress if rule.get("FromPort") == 2049]
+    assert len(nfs) == 1
+    assert nfs[0]["ToPort"] == 2049
+    assert nfs[0]["SourceSecurityGroupId"]["Fn::GetAtt"][0].startswith("NetworkJobsSecurityGroup")
+    for group in resources(dev_template, "AWS::EC2::SecurityGroup").values():
+        for rule in group["Properties"].get("SecurityGroupIngress", []):
+            assert rule.get("CidrIp") != "0.0.0.0/0"
+
+
+def test_dev_egresses_through_one_nat_gateway(dev_template: Template):
+    dev_template.resource_count_is("AWS::EC2::NatGateway", 1)
+    dev_template.has_resource_properties("AWS::EC2::VPCEndpoint", {"VpcEndpointType": "Gateway"})
+    dev_template.resource_count_is("AWS::EC2::VPCEndpoint", 1)  # S3 only
+
+
+def test_isolated_prod_has_no_internet_route_and_reaches_aws_through_endpoints(prod_template: Template):
+    prod_template.resource_count_is("AWS::EC2::NatGateway", 0)
+    prod_template.resource_count_is("AWS::EC2::InternetGateway", 0)
+    services = {
+        r["Properties"]["ServiceName"] if isinstance(r["Properties"]["ServiceName"], str) else "s3"
+        for r in resources(prod_template, "AWS::EC2::VPCEndpoint").values()
+    }
+    for suffix in ("sagemaker.api", "sagemaker.runtime", "ecr.api", "ecr.dkr", "logs", "monitoring", "sts"):
+        assert f"com.amazonaws.us-east-1.{suffix}" in services
+    prod_template.has_resource_properties(
+        "AWS::EC2::VPCEndpoint", {"VpcEndpointType": "Interface", "PrivateDnsEnabled": True}
+    )
+
+
+def test_vpc_flow_logs_go_to_an_encrypted_log_group_with_retention(prod_template: Template):
+    prod_template.resource_count_is("AWS::EC2::FlowLog", 1)
+    prod_template.has_resource_properties(
+        "AWS::Logs::LogGroup", {"RetentionInDays": 365, "KmsKeyId": Match.any_value()}
+    )
+
+
+def test_sagemaker_role_is_scoped(dev_template: Template):
+    dev_template.has_resource_properties(
+        "AWS::IAM::Role",
+        {
+            "AssumeRolePolicyDocument": {
+                "Statement": [
+                    Match.object_like(
+                        {
+                            "Principal": {"Service": "sagemaker.amazonaws.com"},
+                            "Condition": {"StringEquals": {"aws:SourceAccount": "123456789012"}},
+                        }
+                    )
+                ]
+            }
+        },
+    )
+    allowed_on_any_resource = {
+        "ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs", "ec2:DescribeDhcpOptions", "ec2:DescribeSubnets",
+        "ec2:DescribeSecurityGroups", "ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission",
+        "ec2:DeleteNetworkInterface", "ec2:DeleteNetworkInterfacePermission", "ecr:GetAuthorizationToken",
+        "cloudwatch:PutMetricData",
+    }  # fmt: skip
+    for policy in resources(dev_template, "AWS::IAM::Policy").values():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+            assert not any(a == "*" or a.endswith(":*") for a in actions), statement
+            if statement["Resource"] == "*":
+                assert set(actions) <= allowed_on_any_resource, statement
+
+
+def test_training_package_location_is_an_output(dev_template: Template):
+    outputs = dev_template.find_outputs("*")
+    source = next(o for name, o in outputs.items() if name.startswith("TrainingPackageSourceDirUri"))
+    assert "s3://" in str(source["Value"])
+    assert {"RawBucket", "DatasetsBucket", "CheckpointsBucket", "ModelsBucket", "FileSystemId"} <= set(outputs)
+
+
+def test_every_acknowledged_finding_has_a_reason(dev_template: Template, prod_template: Template):
+    for template in (dev_template, prod_template):
+        for resource in template.to_json()["Resources"].values():
+            for rule in resource.get("Metadata", {}).get("cdk_nag", {}).get("rules_to_suppress", []):
+                assert len(rule["reason"]) >= 40, rule
