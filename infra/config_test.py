@@ -103,7 +103,7 @@ def test_unknown_stage_lists_the_known_ones():
 
 
 def test_override_file_must_exist_and_be_a_json_object(tmp_path):
-    with pytest.raises(ConfigError, match="config: .* the path of a JSON file"):
+    with pytest.raises(ConfigError, match=r"config: .* the path of a JSON file"):
         load(config=str(tmp_path / "missing.json"))
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
