@@ -1,0 +1,1 @@
+"""A GPT decoder in TensorFlow/Keras 3: the model, its presets and text generation."""

@@ -1,0 +1,153 @@
+"""The decoder block: pre-norm causal self-attention and a GELU feed-forward network.
+
+    x = x + Dropout(Attention(LayerNorm(x)))      first residual
+    x = x + Dropout(MLP(LayerNorm(x)))            second residual
+
+Dropout draws its randomness from one Keras ``SeedGenerator`` per block: the block takes one seed per
+call and derives a seed per dropout site from it. Inside a recomputed block (activation
+checkpointing) the same seed is reused, so the recomputed forward pass drops the same units.
+"""
+
+from __future__ import annotations
+
+import math
+
+import keras
+import tensorflow as tf
+
+
+def _dropout(x: tf.Tensor, rate: float, seed: tf.Tensor | None, site: int) -> tf.Tensor:
+    """Stateless dropout keyed by (block seed + site, call counter), so recomputation reproduces the mask."""
+    if seed is None or rate == 0.0:
+        return x
+    return tf.nn.experimental.stateless_dropout(x, rate=rate, seed=seed + tf.constant([site, 0], seed.dtype))
+
+
+class CausalSelfAttention(keras.layers.Layer):
+    """Multi-head self-attention where position t sees positions 0..t only.
+
+    Args:
+        d_model: width of the residual stream.
+        n_head: number of heads; d_model / n_head is each head's width.
+        dropout: dropout rate on the attention probabilities and on the output.
+        output_init_std: standard deviation of the output projection's initial weights.
+
+    Example:
+        >>> attention = CausalSelfAttention(d_model=64, n_head=2)
+        >>> attention(tf.zeros([1, 8, 64])).shape
+        TensorShape([1, 8, 64])
+    """
+
+    def __init__(self, d_model: int, n_head: int, dropout: float = 0.0, output_init_std: float = 0.02, **kwargs):
+        super().__init__(**kwargs)
+        if d_model % n_head:
+            raise ValueError(f"d_model {d_model} is not divisible by n_head {n_head}")
+        self.d_model, self.n_head, self.dropout, self.output_init_std = d_model, n_head, dropout, output_init_std
+        init = keras.initializers.RandomNormal(stddev=0.02)
+        out_init = keras.initializers.RandomNormal(stddev=output_init_std)
+        self.qkv = keras.layers.Dense(3 * d_model, kernel_initializer=init, dtype=self.dtype_policy, name="qkv")
+        self.proj = keras.layers.Dense(d_model, kernel_initializer=out_init, dtype=self.dtype_policy, name="proj")
+
+    def build(self, input_shape):
+        self.qkv.build(input_shape)
+        self.proj.build(input_shape)
+
+    def call(self, x: tf.Tensor, seed: tf.Tensor | None = None) -> tf.Tensor:
+        batch, length = tf.shape(x)[0], tf.shape(x)[1]
+        head_dim = self.d_model // self.n_head
+        # [B, T, 3d] -> 3 x [B, n_head, T, head_dim]
+        qkv = tf.reshape(self.qkv(x), [batch, length, 3, self.n_head, head_dim])
+        q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]))
+        # Scores in float32 for a stable softmax under bf16/fp16: [B, n_head, T, T].
+        scores = tf.einsum("bhqd,bhkd->bhqk", q, k)
+        scores = tf.cast(scores, tf.float32) / math.sqrt(head_dim)
+        causal = tf.linalg.band_part(tf.ones([length, length], tf.bool), -1, 0)  # lower triangle: key <= query
+        scores = tf.where(causal, scores, tf.float32.min)
+        probs = tf.cast(tf.nn.softmax(scores, axis=-1), x.dtype)
+        probs = _dropout(probs, self.dropout, seed, site=1)
+        out = tf.einsum("bhqk,bhkd->bhqd", probs, v)
+        out = tf.reshape(tf.transpose(out, [0, 2, 1, 3]), [batch, length, self.d_model])
+        return self.proj(out)
+
+    def get_config(self) -> dict:
+        return {
+            **super().get_config(),
+            "d_model": self.d_model,
+            "n_head": self.n_head,
+            "dropout": self.dropout,
+            "output_init_std": self.output_init_std,
+        }
+
+
+class DecoderBlock(keras.layers.Layer):
+    """One pre-norm transformer block: attention and a 4x-wide GELU MLP, each with a residual.
+
+    Args:
+        d_model: width of the residual stream.
+        n_head: attention heads.
+        dropout: dropout rate (attention probabilities, attention output, MLP output).
+        n_layer: depth of the whole model; residual projections start at std 0.02 / sqrt(2 n_layer)
+            (GPT-2) so the residual stream's variance does not grow with depth.
+        recompute: recompute this block's activations in the backward pass instead of keeping them
+            (trades one more forward pass for memory).
+        seed: seed of the block's dropout SeedGenerator.
+
+    Example:
+        >>> block = DecoderBlock(d_model=64, n_head=2)
+        >>> block(tf.zeros([1, 8, 64])).shape
+        TensorShape([1, 8, 64])
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_head: int,
+        dropout: float = 0.0,
+        n_layer: int = 1,
+        recompute: bool = False,
+        seed: int | None = None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.d_model, self.n_head, self.dropout, self.n_layer = d_model, n_head, dropout, n_layer
+        self.recompute, self.seed = recompute, seed
+        residual_std = 0.02 / math.sqrt(2 * n_layer)
+        init = keras.initializers.RandomNormal(stddev=0.02)
+        policy = self.dtype_policy
+        self.ln_1 = keras.layers.LayerNormalization(epsilon=1e-5, dtype=policy, name="ln_1")
+        self.attn = CausalSelfAttention(d_model, n_head, dropout, residual_std, dtype=policy, name="attn")
+        self.ln_2 = keras.layers.LayerNormalization(epsilon=1e-5, dtype=policy, name="ln_2")
+        self.fc = keras.layers.Dense(4 * d_model, kernel_initializer=init, dtype=policy, name="fc")
+        self.fc_proj = keras.layers.Dense(
+            d_model, kernel_initializer=keras.initializers.RandomNormal(stddev=residual_std), dtype=policy, name="proj"
+        )
+        self.seed_generator = keras.random.SeedGenerator(seed, name="dropout_seed")
+
+    def build(self, input_shape):
+        self.ln_1.build(input_shape)
+        self.attn.build(input_shape)
+        self.ln_2.build(input_shape)
+        self.fc.build(input_shape)
+        self.fc_proj.build((*input_shape[:-1], 4 * self.d_model))
+
+    def _forward(self, x: tf.Tensor, seed: tf.Tensor | None) -> tf.Tensor:
+        x = x + _dropout(self.attn(self.ln_1(x), seed=seed), self.dropout, seed, site=2)
+        h = keras.activations.gelu(self.fc(self.ln_2(x)), approximate=True)
+        return x + _dropout(self.fc_proj(h), self.dropout, seed, site=3)
+
+    def call(self, x: tf.Tensor, training: bool = False) -> tf.Tensor:
+        seed = self.seed_generator.next() if training and self.dropout > 0 else None
+        if training and self.recompute:
+            return tf.recompute_grad(lambda h: self._forward(h, seed))(x)
+        return self._forward(x, seed)
+
+    def get_config(self) -> dict:
+        return {
+            **super().get_config(),
+            "d_model": self.d_model,
+            "n_head": self.n_head,
+            "dropout": self.dropout,
+            "n_layer": self.n_layer,
+            "recompute": self.recompute,
+            "seed": self.seed,
+        }

@@ -1,0 +1,124 @@
+"""GPT: a decoder-only transformer language model (GPT-2/GPT-3 architecture).
+
+    token ids [B, T] -> token embedding + position embedding -> dropout
+      -> n_layer x DecoderBlock (pre-norm attention + MLP, residuals)
+      -> final LayerNorm -> logits [B, T, vocab] via the token embedding, transposed (tied weights)
+
+Logits come out in float32 whatever the compute precision, for a stable cross-entropy.
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from gpt.layers import DecoderBlock
+from gpt.presets import get_preset
+
+
+@keras.saving.register_keras_serializable(package="gpt")
+class GPT(keras.Model):
+    """A GPT decoder.
+
+    Args:
+        vocab_size: number of token ids (the tokenizer's vocabulary, or more).
+        sequence_length: longest context; the size of the position embedding.
+        n_layer: number of decoder blocks.
+        d_model: width of the residual stream; the MLP is 4 x d_model wide.
+        n_head: attention heads per block.
+        dropout: dropout rate after the embeddings and inside each block. 0 disables it.
+        recompute: recompute each block's activations in the backward pass (saves memory).
+        seed: seed of the dropout SeedGenerators (block i uses seed + 16 i).
+        dtype: a Keras dtype policy: "float32", "mixed_bfloat16" or "mixed_float16".
+
+    Example:
+        >>> model = GPT.from_preset("tiny", vocab_size=512, sequence_length=32)
+        >>> model(tf.zeros([2, 32], tf.int32)).shape
+        TensorShape([2, 32, 512])
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        sequence_length: int,
+        n_layer: int,
+        d_model: int,
+        n_head: int,
+        dropout: float = 0.0,
+        recompute: bool = False,
+        seed: int = 0,
+        dtype: str | None = None,
+        **kwargs,
+    ):
+        super().__init__(dtype=dtype, **kwargs)
+        self.vocab_size, self.sequence_length = vocab_size, sequence_length
+        self.n_layer, self.d_model, self.n_head = n_layer, d_model, n_head
+        self.dropout, self.recompute, self.seed = dropout, recompute, seed
+        init = keras.initializers.RandomNormal(stddev=0.02)
+        policy = self.dtype_policy
+        self.token_embedding = keras.layers.Embedding(
+            vocab_size, d_model, embeddings_initializer=init, dtype=policy, name="token_embedding"
+        )
+        self.position_embedding = keras.layers.Embedding(
+            sequence_length, d_model, embeddings_initializer=keras.initializers.RandomNormal(stddev=0.01),
+            dtype=policy, name="position_embedding",
+        )
+        self.blocks = [
+            DecoderBlock(d_model, n_head, dropout, n_layer, recompute, seed + 16 * (i + 1), dtype=policy, name=f"h{i}")
+            for i in range(n_layer)
+        ]
+        self.ln_f = keras.layers.LayerNormalization(epsilon=1e-5, dtype=policy, name="ln_f")
+        self.seed_generator = keras.random.SeedGenerator(seed, name="embedding_dropout_seed")
+        self.build((None, sequence_length))
+
+    @classmethod
+    def from_preset(cls, preset: str, *, vocab_size: int, sequence_length: int, **kwargs) -> GPT:
+        """A model with a presets.json shape, e.g. ``GPT.from_preset("gpt3-125m", vocab_size=50257, ...)``."""
+        shape = get_preset(preset)
+        return cls(
+            vocab_size=vocab_size,
+            sequence_length=sequence_length,
+            n_layer=shape.n_layer,
+            d_model=shape.d_model,
+            n_head=shape.n_head,
+            **kwargs,
+        )
+
+    def build(self, input_shape):
+        hidden = (*input_shape[:2], self.d_model)
+        self.token_embedding.build(input_shape)
+        self.position_embedding.build((self.sequence_length,))
+        for block in self.blocks:
+            block.build(hidden)
+        self.ln_f.build(hidden)
+        self.built = True
+
+    def call(self, token_ids: tf.Tensor, training: bool = False) -> tf.Tensor:
+        length = tf.shape(token_ids)[1]
+        x = self.token_embedding(token_ids) + self.position_embedding(tf.range(length))[tf.newaxis]
+        if training and self.dropout > 0:
+            seed = self.seed_generator.next()
+            x = tf.nn.experimental.stateless_dropout(x, rate=self.dropout, seed=seed)
+        for block in self.blocks:
+            x = block(x, training=training)
+        x = self.ln_f(x)
+        # Tied output projection: [B, T, d] x [vocab, d]^T -> [B, T, vocab].
+        embeddings = tf.cast(self.token_embedding.embeddings, x.dtype)
+        return tf.cast(tf.matmul(x, embeddings, transpose_b=True), tf.float32)
+
+    def seed_state_variables(self) -> list:
+        """The dropout SeedGenerators' state variables, which a checkpoint must hold for dropout to resume exactly."""
+        return [v for v in self.non_trainable_variables if "seed_generator_state" in v.path]
+
+    def get_config(self) -> dict:
+        return {
+            **super().get_config(),
+            "vocab_size": self.vocab_size,
+            "sequence_length": self.sequence_length,
+            "n_layer": self.n_layer,
+            "d_model": self.d_model,
+            "n_head": self.n_head,
+            "dropout": self.dropout,
+            "recompute": self.recompute,
+            "seed": self.seed,
+        }
