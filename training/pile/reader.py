@@ -87,32 +87,28 @@ def iter_lines(blocks: Iterable[bytes], max_record_bytes: int = MAX_RECORD_BYTES
 def iter_text_documents(
     lines: Iterable[bytes | None], max_record_bytes: int = MAX_RECORD_BYTES
 ) -> Iterator[bytes | None]:
-    """Plain-text documents: lines between ``<|endoftext|>`` lines (a file without one is one document).
+    """Plain-text documents: the lines between ``<|endoftext|>`` lines (a file without one is one document).
 
-    A document that outgrows ``max_record_bytes`` is cut at a line boundary and goes on as a new document.
+    The newline before a separator line, like the one that ends the file, is not part of the document. A document
+    that outgrows ``max_record_bytes`` is cut after a line (its newline kept) and goes on as a new document.
     """
-    parts: list[bytes] = []
+    lines_held: list[bytes] = []
     size = 0
     for line in lines:
+        if line is not None and line.rstrip(b"\r") == TEXT_SEPARATOR:
+            yield b"\n".join(lines_held)
+            lines_held, size = [], 0
+            continue
+        if lines_held and (line is None or size + len(line) + 1 > max_record_bytes):
+            yield b"\n".join(lines_held) + b"\n"
+            lines_held, size = [], 0
         if line is None:
-            if parts:
-                yield b"".join(parts)
-                parts, size = [], 0
             yield None
             continue
-        if line.rstrip(b"\r") == TEXT_SEPARATOR:
-            yield b"".join(parts)
-            parts, size = [], 0
-            continue
-        if parts and size + len(line) + 1 > max_record_bytes:
-            yield b"".join(parts)
-            parts, size = [], 0
-        parts.append(line + b"\n")
+        lines_held.append(line)
         size += len(line) + 1
-    if parts:
-        # The newline that ends a file is not part of its last document (editors add one).
-        parts[-1] = parts[-1][:-1]
-        yield b"".join(parts)
+    if lines_held:
+        yield b"\n".join(lines_held)
 
 
 def iter_records(source: InputFile, max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[bytes | None]:

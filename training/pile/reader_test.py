@@ -60,7 +60,7 @@ def test_too_long_lines_become_none_without_being_held():
 
 def test_text_documents_split_on_end_of_text_lines():
     lines = [b"first", b"", b"<|endoftext|>", b"second\r", b"<|endoftext|>\r", b"third"]
-    assert list(iter_text_documents(lines)) == [b"first\n\n", b"second\r\n", b"third"]
+    assert list(iter_text_documents(lines)) == [b"first\n", b"second\r", b"third"]
 
 
 def test_long_text_document_is_cut_at_a_line_boundary():
@@ -70,4 +70,4 @@ def test_long_text_document_is_cut_at_a_line_boundary():
 
 def test_txt_file_records(tmp_path):
     (tmp_path / "book.txt").write_bytes(b"one\ntwo\n<|endoftext|>\nthree\n")
-    assert list(iter_records(source(tmp_path / "book.txt", "txt"))) == [b"one\ntwo\n", b"three"]
+    assert list(iter_records(source(tmp_path / "book.txt", "txt"))) == [b"one\ntwo", b"three"]

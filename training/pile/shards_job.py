@@ -157,6 +157,7 @@ class ShardsJob:
                 f"{self.manifest.documents_skipped or 'none'}, failed files {self.manifest.files_failed or 'none'}"
             )
         self._copy_tokenizer()
+        self.manifest.shards.sort(key=lambda shard: shard.file)
         write_manifest_part(self.config.output_dir, self.config.host, self.manifest)
         return self.manifest
 

@@ -1,0 +1,126 @@
+import json
+from collections import Counter
+
+import pytest
+import zstandard
+from token_shards import read_manifest, verify_dataset
+
+from pile.inputs import NoDocumentsError
+from pile.roundtrip import decode_dataset
+from pile.sample_corpus import pile_line, write_jsonl, write_pile
+from pile.shards_job import ShardsConfig, run_shards
+
+BAD_LINES = [b"not json", b'{"meta": {}}', b'{"text": 7}', b'{"text": "\xff\xfe"}', b'{"text": ""}', b"", b"[1]"]
+BAD_REASONS = {
+    "not_json": 1, "no_text": 1, "text_not_string": 1, "invalid_utf8": 1, "empty": 1, "blank_line": 1, "not_object": 1
+}  # fmt: skip
+
+
+def make_inputs(folder, corpus):
+    """Four inputs, one of each format; returns the documents that should come out."""
+    docs = [d[:1500] for d in corpus[:40]]
+    lines = [pile_line(d, "Github") for d in docs[:10]]
+    write_jsonl(folder / "a.jsonl", [*lines[:5], *(line + b"\n" for line in BAD_LINES), *lines[5:]])
+    write_pile(folder / "b.jsonl.zst", docs[10:20])
+    write_pile(folder / "sub" / "c.jsonl.gz", docs[20:30])
+    (folder / "d.txt").write_text("\n<|endoftext|>\n".join(docs[30:40]))
+    return docs
+
+
+def config(tmp_path, tokenizer_json, **overrides):
+    tokenizer = tmp_path / "tokenizer" / "tokenizer.json"
+    tokenizer.parent.mkdir(exist_ok=True)
+    tokenizer.write_text(tokenizer_json)
+    settings = dict(input_dir=tmp_path / "raw", tokenizer=tokenizer.parent, output_dir=tmp_path / "out", host="algo-1",
+                    sequence_length=63, shard_size_mb=0.01, validation_fraction=0.2, workers=1)  # fmt: skip
+    return ShardsConfig(**{**settings, **overrides})
+
+
+def test_every_format_round_trips_and_bad_lines_are_counted(tmp_path, corpus, tokenizer_json):
+    docs = make_inputs(tmp_path / "raw", corpus)
+    manifest = run_shards(config(tmp_path, tokenizer_json))
+    out = tmp_path / "out"
+    assert read_manifest(out) == manifest
+    verify_dataset(out, manifest, checksums=True)
+    assert Counter(decode_dataset(out)) == Counter(docs)
+    assert 0 < len(decode_dataset(out, "validation")) < len(docs) / 2
+    assert manifest.documents_read == 40 + len(BAD_LINES)
+    assert manifest.documents_written == 40
+    assert manifest.documents_skipped == BAD_REASONS
+    assert manifest.files_failed == {}
+    assert (manifest.dtype, manifest.vocab_size, manifest.eot_token_id, manifest.record_tokens) == (
+        "uint16",
+        400,
+        0,
+        64,
+    )
+    names = [s.file for s in manifest.shards]
+    assert "train/algo-1-sub_c-00000.tfrecord" in names and "train/algo-1-d-00000.tfrecord" in names
+    assert all(s.tokens + s.padding_tokens == s.sequences * 64 for s in manifest.shards)
+    assert (out / "tokenizer.json").read_text() == tokenizer_json
+    assert not list(out.rglob("*.tmp"))
+
+
+def test_pool_output_is_identical_to_serial(tmp_path, corpus, tokenizer_json):
+    make_inputs(tmp_path / "raw", corpus)
+    serial = run_shards(config(tmp_path, tokenizer_json, chunk_bytes=3000))
+    pooled = run_shards(config(tmp_path, tokenizer_json, chunk_bytes=3000, workers=2, output_dir=tmp_path / "pool"))
+    assert pooled.shards == serial.shards
+
+
+def test_truncated_file_keeps_what_came_before_and_the_rest_continues(tmp_path, corpus, tokenizer_json):
+    docs = corpus  # 300 kB of distinct text: the zstd frame has three blocks, the cut keeps the first
+    write_pile(tmp_path / "raw" / "good.jsonl", docs[:10])
+    data = b"".join(pile_line(d, "Github") for d in docs[10:])
+    compressed = zstandard.ZstdCompressor().compress(data)
+    (tmp_path / "raw" / "cut.jsonl.zst").write_bytes(compressed[: len(compressed) * 3 // 4])
+    manifest = run_shards(config(tmp_path, tokenizer_json, chunk_bytes=2000))
+    assert list(manifest.files_failed) == ["cut.jsonl.zst"]
+    assert "EOFError" in manifest.files_failed["cut.jsonl.zst"]
+    decoded = Counter(decode_dataset(tmp_path / "out"))
+    assert all(decoded[d] == 1 for d in docs[:10])
+    cut_docs = [d for d in docs[10:] if decoded[d]]
+    assert 0 < len(cut_docs) < len(docs) - 10 and cut_docs == docs[10 : 10 + len(cut_docs)]
+    assert manifest.documents_written == 10 + len(cut_docs)
+
+
+def test_rerun_skips_done_inputs_and_redoes_changed_or_damaged_ones(tmp_path, corpus, tokenizer_json):
+    make_inputs(tmp_path / "raw", corpus)
+    first = run_shards(config(tmp_path, tokenizer_json))
+    out = tmp_path / "out"
+    stamps = {p: p.stat().st_mtime_ns for p in out.rglob("*.tfrecord")}
+    (out / "train" / "algo-1-b-00000.tfrecord").unlink()  # input b must be redone
+    (out / "train" / "algo-1-a-00099.tfrecord.tmp").write_bytes(b"left by a killed run")
+    (out / "progress" / "algo-1" / "a.json").unlink()
+    second = run_shards(config(tmp_path, tokenizer_json))
+    assert second == first
+    assert not (out / "train" / "algo-1-a-00099.tfrecord.tmp").exists()
+    redone = {p.name.rsplit("-", 1)[0] for p in stamps if p.exists() and p.stat().st_mtime_ns != stamps[p]}
+    assert redone == {"algo-1-a", "algo-1-b"}
+    third = run_shards(config(tmp_path, tokenizer_json, sequence_length=31))
+    assert third.record_tokens == 32 and third.shards != first.shards
+    assert json.loads((out / "progress" / "algo-1" / "d.json").read_text())["settings"]["sequence_length"] == 31
+
+
+def test_pile_set_name_filter(tmp_path, corpus, tokenizer_json):
+    docs = [d[:500] for d in corpus[:9]]
+    write_pile(tmp_path / "raw" / "x.jsonl", docs)  # sets alternate Github, Pile-CC, ArXiv
+    manifest = run_shards(config(tmp_path, tokenizer_json, pile_set_names=frozenset({"ArXiv", "Github"})))
+    assert Counter(decode_dataset(tmp_path / "out")) == Counter(d for i, d in enumerate(docs) if i % 3 != 1)
+    assert manifest.documents_skipped == {"filtered_pile_set_name": 3}
+
+
+def test_no_usable_documents_fails_and_writes_nothing(tmp_path, tokenizer_json):
+    write_jsonl(tmp_path / "raw" / "bad.jsonl", [line + b"\n" for line in BAD_LINES])
+    (tmp_path / "raw" / "empty.txt").write_text("")
+    with pytest.raises(NoDocumentsError, match=r"no usable documents .* 7 read, skipped \{'blank_line': 1"):
+        run_shards(config(tmp_path, tokenizer_json))
+    assert not (tmp_path / "out").exists()
+
+
+def test_output_made_with_another_tokenizer_is_refused(tmp_path, corpus, tokenizer_json):
+    make_inputs(tmp_path / "raw", corpus)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "tokenizer.json").write_text("{}")
+    with pytest.raises(ValueError, match="holds another dataset"):
+        run_shards(config(tmp_path, tokenizer_json))
