@@ -232,10 +232,10 @@ def load_stage_config(context: dict[str, Any], default_account: str | None = Non
     name = context.get("stage") or "dev"
     if name not in stages:
         raise ConfigError("stage", name, f"one of the stages in cdk.json: {', '.join(sorted(stages)) or '(none)'}")
-    merged = _deep_merge({"name": name, "account": default_account or PLACEHOLDER_ACCOUNT}, stages[name])
+    merged = deep_merge({"name": name, "account": default_account or PLACEHOLDER_ACCOUNT}, stages[name])
     if context.get("config"):
-        merged = _deep_merge(merged, _read_override_file(context["config"]))
-    config = _build(StageConfig, merged, "")
+        merged = deep_merge(merged, _read_override_file(context["config"]))
+    config = build_dataclass(StageConfig, merged, "")
     validate(config)
     return config
 
@@ -253,17 +253,17 @@ def _read_override_file(path: str) -> dict[str, Any]:
     return data
 
 
-def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     merged = dict(base)
     for key, value in override.items():
         if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _deep_merge(merged[key], value)
+            merged[key] = deep_merge(merged[key], value)
         else:
             merged[key] = value
     return merged
 
 
-def _build(cls: type, data: Any, prefix: str) -> Any:
+def build_dataclass(cls: type, data: Any, prefix: str) -> Any:
     """Builds a config dataclass from a dict, rejecting unknown keys and values of the wrong type."""
     if not isinstance(data, dict):
         raise ConfigError(prefix.rstrip("."), data, "a JSON object")
@@ -277,11 +277,23 @@ def _build(cls: type, data: Any, prefix: str) -> Any:
     values = {}
     for key, value in data.items():
         hint = hints[key]
-        if dataclasses.is_dataclass(hint):
-            values[key] = _build(hint, value, f"{prefix}{key}.")
+        if typing.get_origin(hint) is dict:
+            values[key] = _check_mapping(f"{prefix}{key}", value)
+        elif dataclasses.is_dataclass(hint):
+            values[key] = build_dataclass(hint, value, f"{prefix}{key}.")
         else:
             values[key] = _check_type(f"{prefix}{key}", value, hint)
     return cls(**values)
+
+
+def _check_mapping(field: str, value: Any) -> dict[str, Any]:
+    """A flat JSON object of names to numbers, strings or booleans (e.g. extra hyperparameters)."""
+    if not isinstance(value, dict):
+        raise ConfigError(field, value, "a JSON object of names to values")
+    for key, item in value.items():
+        if not isinstance(item, int | float | str | bool):
+            raise ConfigError(f"{field}.{key}", item, "a number, string or boolean")
+    return dict(value)
 
 
 def _check_type(field: str, value: Any, hint: Any) -> Any:

@@ -10,9 +10,9 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from infra.images import DLC_ACCOUNT
 from infra.nag import acknowledge
 
-DLC_ACCOUNT = "763104351884"  # AWS Deep Learning Containers' ECR registry
 DLC_REPOSITORIES = ("tensorflow-training", "tensorflow-inference")
 
 
