@@ -1,0 +1,169 @@
+"""The CLI run as the Processing container runs it: ``python preprocess.py MODE --arg value ...``."""
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from pile.roundtrip import decode_dataset
+from pile.sample_corpus import pile_line, stdlib_documents, write_jsonl, write_pile
+from preprocess import build_parser, current_host, parse_size
+from token_shards import read_manifest, verify_dataset
+
+SCRIPT = Path(__file__).with_name("preprocess.py")
+SMALL = [
+    "--sequence_length",
+    "63",
+    "--shard_size_mb",
+    "0.02",
+    "--validation_fraction",
+    "0.1",
+    "--progress_seconds",
+    "0",
+]
+
+
+def run(mode, *args, env=None):
+    return subprocess.run([sys.executable, str(SCRIPT), mode, *map(str, args)], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, cwd=SCRIPT.parent, timeout=120)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def documents():
+    return stdlib_documents(300_000, max_document_bytes=3_000)
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory, documents):
+    raw = tmp_path_factory.mktemp("sample")
+    write_pile(raw / "a.jsonl.zst", documents[:60])
+    write_pile(raw / "b.jsonl.gz", documents[60:])
+    out = tmp_path_factory.mktemp("tokenizer")
+    result = run("tokenizer", "--input_dir", raw, "--output_dir", out, "--vocab_size", "500", "--sample_bytes", "200K")
+    assert result.returncode == 0, result.stderr
+    assert "wrote" in result.stdout and (out / "tokenizer.json").is_file()
+    return out
+
+
+def write_inputs(folder, documents):
+    """Six inputs of every format (plus a bad line); returns the documents they hold."""
+    kept = documents[:90]
+    assert len(kept) == 90
+    write_pile(folder / "0.jsonl", kept[:15])
+    write_jsonl(folder / "1.jsonl", [pile_line(d, "Github") for d in kept[15:30]] + [b"{broken\n"])
+    write_pile(folder / "2.jsonl.zst", kept[30:45])
+    write_pile(folder / "3.jsonl.gz", kept[45:60])
+    (folder / "4.txt").write_text("\n<|endoftext|>\n".join(kept[60:75]))
+    write_pile(folder / "nested" / "5.jsonl.zst", kept[75:90])
+    return kept
+
+
+def dataset_files(folder):
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_shards_mode_every_format_with_a_pool(tmp_path, tokenizer_dir, documents):
+    expected = write_inputs(tmp_path / "raw", documents)
+    args = ["--input_dir", tmp_path / "raw", "--tokenizer_dir", tokenizer_dir, "--output_dir", tmp_path / "out"]
+    result = run("shards", *args, *SMALL, "--workers", "2", "--host", "algo-3")
+    assert result.returncode == 0, result.stderr
+    assert "algo-3: 91 documents" in result.stdout and '"not_json": 1' in result.stdout
+    manifest = read_manifest(tmp_path / "out")
+    verify_dataset(tmp_path / "out", manifest, checksums=True)
+    assert manifest.hosts == ["algo-3"] and all(s.file.split("/")[1].startswith("algo-3-") for s in manifest.shards)
+    assert Counter(decode_dataset(tmp_path / "out")) == Counter(expected)
+    assert manifest.documents_skipped == {"not_json": 1}
+
+
+def test_two_hosts_on_disjoint_inputs_make_one_dataset(tmp_path, tokenizer_dir, documents):
+    expected = write_inputs(tmp_path / "all", documents)
+    inputs = sorted(p for p in (tmp_path / "all").rglob("*") if p.is_file())
+    for number, host_inputs in enumerate((inputs[::2], inputs[1::2]), 1):
+        folder = tmp_path / f"raw{number}"
+        for path in host_inputs:  # what ShardedByS3Key gives each host: its files, same relative paths
+            target = folder / path.relative_to(tmp_path / "all")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(path.read_bytes())
+        config = tmp_path / f"resourceconfig{number}.json"
+        config.write_text(json.dumps({"current_host": f"algo-{number}", "hosts": ["algo-1", "algo-2"]}))
+        args = [
+            "--input_dir",
+            folder,
+            "--tokenizer_dir",
+            tokenizer_dir / "tokenizer.json",
+            "--output_dir",
+            tmp_path / "out",
+        ]
+        result = run("shards", *args, *SMALL, "--host", current_host(config))
+        assert result.returncode == 0, result.stderr
+    manifest = read_manifest(tmp_path / "out")
+    assert sorted(manifest.hosts) == ["algo-1", "algo-2"]
+    files = [s.file for s in manifest.shards]
+    assert len(files) == len(set(files)) == len(list((tmp_path / "out").glob("*/*.tfrecord")))
+    assert {f.split("/")[1].split("-")[1] for f in files} == {"1", "2"}
+    assert Counter(decode_dataset(tmp_path / "out")) == Counter(expected)
+
+
+def test_killed_then_rerun_equals_a_clean_run(tmp_path, tokenizer_dir, documents):
+    write_inputs(tmp_path / "raw", documents)
+    common = ["--input_dir", tmp_path / "raw", "--tokenizer_dir", tokenizer_dir, *SMALL, "--workers", "2"]
+    clean = run("shards", *common, "--output_dir", tmp_path / "clean")
+    assert clean.returncode == 0, clean.stderr
+    killed = run("shards", *common, "--output_dir", tmp_path / "out", env={"PREPROCESS_KILL_AFTER_SHARDS": "9"})
+    assert killed.returncode == -signal.SIGKILL
+    left = dataset_files(tmp_path / "out")
+    done = {name.split("/")[-1].removesuffix(".json") for name in left if name.startswith("progress/")}
+    started = {name.split("/")[-1].split("-")[2] for name in left if name.endswith(".tfrecord")}
+    assert "manifests/algo-1.json" not in left and 0 < len(done) < 6
+    assert started - done  # an input was cut short: shards on disk but no "done" record
+    rerun = run("shards", *common, "--output_dir", tmp_path / "out")
+    assert rerun.returncode == 0, rerun.stderr
+    assert "already done, skipped" in rerun.stdout
+    assert dataset_files(tmp_path / "out") == dataset_files(tmp_path / "clean")
+
+
+def test_no_usable_documents_exits_non_zero_and_writes_nothing(tmp_path, tokenizer_dir):
+    write_jsonl(tmp_path / "raw" / "bad.jsonl", [b"nope\n", b'{"text": 1}\n'])
+    for mode in ("tokenizer", "shards"):
+        result = run(mode, "--input_dir", tmp_path / "raw", "--tokenizer_dir", tokenizer_dir,
+                     "--output_dir", tmp_path / "out", "--vocab_size", "300")  # fmt: skip
+        assert result.returncode == 1
+        assert f"preprocess.py {mode}: error: no usable documents" in result.stderr
+        assert not (tmp_path / "out").exists()
+
+
+def test_clear_errors_for_bad_arguments_and_missing_inputs(tmp_path):
+    missing = run("shards", "--input_dir", tmp_path / "nothing", "--output_dir", tmp_path / "out")
+    assert missing.returncode == 1 and "does not exist" in missing.stderr
+    (tmp_path / "raw").mkdir()
+    write_pile(tmp_path / "raw" / "a.jsonl", ["text"])
+    no_tokenizer = run("shards", "--input_dir", tmp_path / "raw", "--tokenizer_dir", tmp_path / "none")
+    assert no_tokenizer.returncode == 1 and "run `preprocess.py tokenizer` first" in no_tokenizer.stderr
+    bad = run("shards", "--validation_fraction", "1.5")
+    assert bad.returncode == 2 and "must be in [0, 1)" in bad.stderr
+    assert run("compile").returncode == 2
+
+
+def test_defaults_are_the_processing_paths_and_strings_parse():
+    args = build_parser().parse_args(["shards"])
+    assert args.input_dir == Path("/opt/ml/processing/input/raw")
+    assert args.tokenizer_dir == Path("/opt/ml/processing/input/tokenizer")
+    assert args.output_dir == Path("/opt/ml/processing/output/dataset")
+    assert (args.vocab_size, args.sequence_length, args.shard_size_mb) == (50257, 2048, 1024.0)
+    assert (args.validation_fraction, args.pile_set_names, args.workers, args.host) == (0.0005, frozenset(), 0, None)
+    parsed = build_parser().parse_args(["tokenizer", "--pile_set_names", "Github, ArXiv,", "--sample_bytes", "2G"])
+    assert parsed.pile_set_names == {"Github", "ArXiv"} and parsed.sample_bytes == 2 << 30
+
+
+def test_parse_size_and_current_host(tmp_path):
+    assert [parse_size(s) for s in ("1024", "1K", "1.5M", "1GiB", "2gb")] == [1024, 1024, 3 << 19, 1 << 30, 2 << 30]
+    with pytest.raises(argparse.ArgumentTypeError):
+        parse_size("lots")
+    assert current_host(tmp_path / "missing.json") == "algo-1"
+    (tmp_path / "rc.json").write_text('{"current_host": "algo-7"}')
+    assert current_host(tmp_path / "rc.json") == "algo-7"
