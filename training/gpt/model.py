@@ -60,8 +60,11 @@ class GPT(keras.Model):
             vocab_size, d_model, embeddings_initializer=init, dtype=policy, name="token_embedding"
         )
         self.position_embedding = keras.layers.Embedding(
-            sequence_length, d_model, embeddings_initializer=keras.initializers.RandomNormal(stddev=0.01),
-            dtype=policy, name="position_embedding",
+            sequence_length,
+            d_model,
+            embeddings_initializer=keras.initializers.RandomNormal(stddev=0.01),
+            dtype=policy,
+            name="position_embedding",
         )
         self.blocks = [
             DecoderBlock(d_model, n_head, dropout, n_layer, recompute, seed + 16 * (i + 1), dtype=policy, name=f"h{i}")

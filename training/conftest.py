@@ -1,0 +1,109 @@
+"""Shared test fixtures: a tiny real dataset in the preprocessing format (not shipped: tests only).
+
+A byte-level BPE tokenizer (384 ids) trained on a few Python standard-library modules, their text
+encoded, packed into 33-token records (32-token context + 1) and written as 4 train and 2 validation
+shards with a manifest, exactly as preprocessing does.
+"""
+
+from __future__ import annotations
+
+import email
+import json
+import os
+from pathlib import Path
+
+import pytest
+import token_shards
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def _two_logical_cpus() -> bool:
+    """Splits the CPU into two logical devices so MirroredStrategy has two replicas in tests.
+
+    Possible only before TensorFlow initialises its devices; tests that need it check ``TWO_CPUS``.
+    """
+    import tensorflow as tf
+
+    try:
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+        tf.config.threading.set_inter_op_parallelism_threads(2)
+        tf.config.threading.set_intra_op_parallelism_threads(2)
+    except RuntimeError:
+        pass
+    return len(tf.config.list_logical_devices("CPU")) >= 2
+
+
+TWO_CPUS = _two_logical_cpus()
+
+SEQUENCE_LENGTH = 32
+VOCAB_SIZE = 384
+
+
+def _corpus() -> list[str]:
+    files = sorted(Path(json.__file__).parent.glob("*.py")) + sorted(Path(email.__file__).parent.glob("*.py"))[:12]
+    return [f.read_text(encoding="utf-8") for f in files]
+
+
+def write_dataset(root: Path, *, sequence_length: int = SEQUENCE_LENGTH, train_shards: int = 4) -> Path:
+    """Builds a dataset folder under ``root`` and returns it."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    root.mkdir(parents=True, exist_ok=True)
+    texts = _corpus()
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB_SIZE,
+        special_tokens=[token_shards.END_OF_TEXT],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(texts, trainer)
+    tokenizer_path = root / token_shards.TOKENIZER_FILE
+    tokenizer.save(str(tokenizer_path))
+    eot = tokenizer.token_to_id(token_shards.END_OF_TEXT)
+    vocab = tokenizer.get_vocab_size()
+    dtype = token_shards.token_dtype(vocab)
+
+    stream: list[int] = []
+    for encoding in tokenizer.encode_batch(texts):
+        stream += [*encoding.ids, eot]
+    record = sequence_length + 1
+    records = [stream[i : i + record] for i in range(0, len(stream) - record + 1, record)]
+    n_valid = max(2, len(records) // 10)
+    splits = {"validation": records[:n_valid], "train": records[n_valid:]}
+    manifest = token_shards.Manifest(
+        sequence_length=sequence_length,
+        dtype=dtype,
+        vocab_size=vocab,
+        eot_token_id=eot,
+        tokenizer_sha256=token_shards.sha256_of(tokenizer_path),
+        hosts=["algo-1"],
+        documents_read=len(texts),
+    )
+    for split, rows in splits.items():
+        n_shards = train_shards if split == "train" else 2
+        for n in range(n_shards):
+            part = rows[n::n_shards]
+            relative = f"{split}/algo-1-{n:05d}.tfrecord"
+            (root / split).mkdir(exist_ok=True)
+            with open(root / relative, "wb") as f:
+                writer = token_shards.TFRecordWriter(f)
+                for row in part:
+                    writer.write(b"".join(t.to_bytes(2, "little") for t in row))
+            manifest.shards.append(
+                token_shards.ShardInfo(
+                    relative, split, len(part), len(part) * record, token_shards.sha256_of(root / relative)
+                )
+            )
+    token_shards.write_manifest_part(root, "algo-1", manifest)
+    return root
+
+
+@pytest.fixture(scope="session")
+def dataset_dir(tmp_path_factory) -> Path:
+    """A read-only tiny dataset shared by the whole session."""
+    return write_dataset(tmp_path_factory.mktemp("dataset") / "tokens")

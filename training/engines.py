@@ -1,0 +1,213 @@
+"""Data-parallel engines: who computes which replica, and how gradients are summed across replicas.
+
+Every engine runs the same training step; they differ in four operations:
+
+    run(fn, args)            run fn once per local replica (device)
+    gradient(tape, ...)      a replica's gradients (Horovod: already all-reduced)
+    reduce_gradients(grads)  sum gradients over every replica of every worker
+    sum_over_replicas(x)     sum a metric (loss, token count) the same way
+
+``strategy``     tf.distribute default, MirroredStrategy (several GPUs, one process) or
+                 MultiWorkerMirroredStrategy (one process per host, NCCL between GPUs, RING on CPU).
+``horovod``      one process per device started by MPI: ``horovod.tensorflow`` or SageMaker's
+                 ``smdistributed.dataparallel.tensorflow`` (same API). Not available in the TF 2.21
+                 images; kept small and separate.
+
+With MultiWorkerMirroredStrategy every worker starts from the chief's initial values (the strategy
+broadcasts them when variables are created); Horovod broadcasts rank 0's variables after the first step.
+Only the chief (worker 0 / rank 0) writes checkpoints, exports and logs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from types import ModuleType
+
+import tensorflow as tf
+
+ENGINES = ("auto", "mirrored", "multi_worker", "horovod")
+HOROVOD_MODULES = ("smdistributed.dataparallel.tensorflow", "horovod.tensorflow")
+MWMS_PORT = 8890  # the port the SageMaker toolkit uses in the TF_CONFIG it writes
+
+
+class StrategyEngine:
+    """A tf.distribute strategy; ``worker`` / ``workers`` count processes (hosts), not devices.
+
+    Args:
+        strategy: the strategy; create it first thing in the process (MultiWorkerMirroredStrategy needs that).
+        name: "default", "mirrored" or "multi_worker" (for logs).
+        worker: this process's index among the workers.
+        workers: number of worker processes.
+    """
+
+    def __init__(self, strategy: tf.distribute.Strategy, name: str, worker: int = 0, workers: int = 1):
+        self.strategy, self.name, self.worker, self.workers = strategy, name, worker, workers
+
+    @property
+    def num_replicas(self) -> int:
+        return self.strategy.num_replicas_in_sync
+
+    @property
+    def local_replicas(self) -> int:
+        return self.num_replicas // self.workers
+
+    @property
+    def is_chief(self) -> bool:
+        return self.worker == 0
+
+    def scope(self):
+        return self.strategy.scope()
+
+    def run(self, fn, args: tuple = ()):
+        """Runs ``fn`` on each local replica; ``args[0]`` is a [local_replicas, ...] batch split between them."""
+        batch, *rest = args
+        per_replica = self.strategy.experimental_distribute_values_from_function(
+            lambda context: batch[context.replica_id_in_sync_group - self.worker * self.local_replicas]
+        )
+        return self.strategy.run(fn, args=(per_replica, *rest))
+
+    def gradient(self, tape: tf.GradientTape, loss: tf.Tensor, variables: list) -> list:
+        return tape.gradient(loss, variables)
+
+    def reduce_gradients(self, grads: list) -> list:
+        return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grads)
+
+    def sum_over_replicas(self, value):
+        return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, value)
+
+    def local(self, value):
+        """One replica's copy of a value that all-reduction made identical on every replica."""
+        return self.strategy.experimental_local_results(value)[0]
+
+    def after_first_step(self, variables: list) -> None:
+        """Nothing to do: the strategy created every variable with the chief's initial value."""
+
+
+class HorovodEngine:
+    """One process per device (rank), gradients all-reduced by ``DistributedGradientTape``.
+
+    The tape averages over ranks; the training step's loss is already a share of the global mean
+    (sum over this rank's tokens / global tokens), so the average is multiplied back by ``size``.
+    With gradient accumulation the tape all-reduces every micro-batch (more traffic than the
+    strategy engine, which all-reduces once per step).
+
+    Args:
+        hvd: the imported ``horovod.tensorflow`` or ``smdistributed.dataparallel.tensorflow`` module.
+        pin_gpu: make only the local rank's GPU visible (call before TensorFlow uses a GPU).
+    """
+
+    name = "horovod"
+
+    def __init__(self, hvd: ModuleType, pin_gpu: bool = True):
+        self.hvd = hvd
+        hvd.init()
+        self.worker, self.workers = hvd.rank(), hvd.size()
+        self.strategy = tf.distribute.get_strategy()
+        gpus = tf.config.list_physical_devices("GPU")
+        if pin_gpu and gpus:
+            tf.config.set_visible_devices(gpus[hvd.local_rank()], "GPU")  # one process per device
+            tf.config.experimental.set_memory_growth(gpus[hvd.local_rank()], True)
+
+    num_replicas = property(lambda self: self.workers)
+    local_replicas = 1
+    is_chief = property(lambda self: self.worker == 0)
+
+    def scope(self):
+        return self.strategy.scope()
+
+    def run(self, fn, args: tuple = ()):
+        batch, *rest = args
+        return fn(batch[0], *rest)
+
+    def gradient(self, tape: tf.GradientTape, loss: tf.Tensor, variables: list) -> list:
+        grads = self.hvd.DistributedGradientTape(tape).gradient(loss, variables)
+        return [g * self.workers for g in grads]
+
+    def reduce_gradients(self, grads: list) -> list:
+        return grads  # DistributedGradientTape has all-reduced them
+
+    def sum_over_replicas(self, value):
+        # smdistributed keeps allreduce for gradients and offers oob_allreduce for other tensors.
+        allreduce = getattr(self.hvd, "oob_allreduce", self.hvd.allreduce)
+        return tf.nest.map_structure(lambda v: allreduce(v) * self.workers, value)  # average x size = sum
+
+    def local(self, value):
+        return value
+
+    def after_first_step(self, variables: list) -> None:
+        """Every rank takes rank 0's values (the Horovod pattern: broadcast after the first step)."""
+        self.hvd.broadcast_variables([getattr(v, "value", v) for v in variables], root_rank=0)
+
+
+def import_horovod() -> ModuleType | None:
+    """The first Horovod-API module that imports, or None."""
+    for name in HOROVOD_MODULES:
+        try:
+            return importlib.import_module(name)
+        except Exception:  # ImportError, or a library built for another TensorFlow
+            continue
+    return None
+
+
+def launched_by_mpi(env: dict) -> bool:
+    return any(key in env for key in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"))
+
+
+def sagemaker_tf_config(hosts: list[str], current_host: str) -> str:
+    """The TF_CONFIG that SageMaker writes for MultiWorkerMirroredStrategy, built from SM_HOSTS."""
+    return json.dumps(
+        {
+            "cluster": {"worker": [f"{host}:{MWMS_PORT}" for host in hosts]},
+            "task": {"type": "worker", "index": hosts.index(current_host)},
+        }
+    )
+
+
+def choose_engine(engine: str, *, hosts: list[str], num_gpus: int, env: dict) -> str:
+    """auto: Horovod API if importable and launched by MPI, else multi_worker for TF_CONFIG or several
+    hosts, else mirrored for several GPUs, else the default single-device strategy ("default")."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, not {engine!r}")
+    if engine != "auto":
+        return engine
+    if launched_by_mpi(env) and import_horovod() is not None:
+        return "horovod"
+    if "TF_CONFIG" in env or len(hosts) > 1:
+        return "multi_worker"
+    return "mirrored" if num_gpus > 1 else "default"
+
+
+def worker_position(resolver) -> tuple[int, int]:
+    """(index, count) of this worker; a "chief" task, when the cluster has one, is worker 0."""
+    cluster = resolver.cluster_spec().as_dict()
+    workers = sum(len(tasks) for tasks in cluster.values()) or 1
+    if resolver.task_type == "chief":
+        return 0, workers
+    return (resolver.task_id or 0) + len(cluster.get("chief", [])), workers
+
+
+def make_engine(engine: str, *, hosts: list[str], current_host: str, num_gpus: int, env=os.environ):
+    """Creates the engine; call before any other TensorFlow work in the process."""
+    name = choose_engine(engine, hosts=hosts, num_gpus=num_gpus, env=env)
+    if name == "horovod":
+        hvd = import_horovod()
+        if hvd is None:
+            raise RuntimeError(f"engine horovod: none of {', '.join(HOROVOD_MODULES)} imports here")
+        return HorovodEngine(hvd)
+    if name == "multi_worker":
+        if "TF_CONFIG" not in env and len(hosts) > 1:
+            env["TF_CONFIG"] = sagemaker_tf_config(hosts, current_host)
+        implementation = (
+            tf.distribute.experimental.CommunicationImplementation.NCCL
+            if tf.config.list_physical_devices("GPU")
+            else tf.distribute.experimental.CommunicationImplementation.RING
+        )
+        strategy = tf.distribute.MultiWorkerMirroredStrategy(
+            communication_options=tf.distribute.experimental.CommunicationOptions(implementation=implementation)
+        )
+        return StrategyEngine(strategy, name, *worker_position(strategy.cluster_resolver))
+    if name == "mirrored":
+        return StrategyEngine(tf.distribute.MirroredStrategy(), name)
+    return StrategyEngine(tf.distribute.get_strategy(), "default")

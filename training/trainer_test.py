@@ -1,0 +1,114 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+from data import open_channel, token_dataset
+from engines import StrategyEngine
+from gpt.model import GPT
+from trainer import Trainer, make_optimizer
+
+from conftest import SEQUENCE_LENGTH, TWO_CPUS
+
+T = 16
+
+
+def build(engine, *, accumulation=1, micro=4, lr=3e-3, precision="fp32", dropout=0.0, vocab=384, **kwargs):
+    with engine.scope():
+        dtype = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}[precision]
+        model = GPT.from_preset("tiny", vocab_size=vocab, sequence_length=T, seed=7, dropout=dropout, dtype=dtype)
+        optimizer = make_optimizer(model, lr, weight_decay=0.1)
+    trainer = Trainer(
+        model,
+        optimizer,
+        engine,
+        accumulation_steps=accumulation,
+        micro_batch_size=micro,
+        sequence_length=T,
+        precision=precision,
+        **kwargs,
+    )
+    return model, trainer
+
+
+def default_engine():
+    return StrategyEngine(tf.distribute.get_strategy(), "default")
+
+
+def batches(dataset_dir, shape, n, seed=0):
+    ds = token_dataset(open_channel(dataset_dir, "train"), sequence_length=T, batch_shape=shape, seed=seed)
+    return [b for b in ds.take(n)]
+
+
+def test_loss_decreases_on_real_text(dataset_dir):
+    _, trainer = build(default_engine(), lr=1e-2, micro=8)
+    data = batches(dataset_dir, (1, 1, 8), 30)
+    losses = [trainer.train_step(b).loss for b in data]
+    assert losses[0] == pytest.approx(np.log(384), rel=0.1)  # starts near uniform over the vocabulary
+    assert np.mean(losses[-5:]) < losses[0] - 0.7, losses
+    assert int(trainer.step) == 30 and int(trainer.optimizer.iterations) == 30
+
+
+def test_accumulation_equals_one_big_batch(dataset_dir):
+    (batch,) = batches(dataset_dir, (1, 2, 2), 1)
+    model_a, accumulated = build(default_engine(), accumulation=2, micro=2)
+    model_b, single = build(default_engine(), accumulation=1, micro=4)
+    model_b.set_weights(model_a.get_weights())
+    a = accumulated.train_step(batch)
+    b = single.train_step(tf.reshape(batch, (1, 1, 4, T + 1)))
+    assert a.loss == pytest.approx(b.loss, rel=1e-6) and a.grad_norm == pytest.approx(b.grad_norm, rel=1e-5)
+    # Adam divides by sqrt(v): for near-zero gradients float rounding moves a weight by up to ~lr / 1000.
+    for x, y in zip(model_a.get_weights(), model_b.get_weights(), strict=True):
+        np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.skipif(not TWO_CPUS, reason="TensorFlow was initialised before conftest could split the CPU")
+def test_two_mirrored_replicas_match_one_device_on_the_same_global_batch(dataset_dir):
+    data = batches(dataset_dir, (2, 1, 2), 3)
+    mirrored = StrategyEngine(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]), "mirrored")
+    model_m, two = build(mirrored, micro=2)
+    model_s, one = build(default_engine(), micro=4)
+    model_s.set_weights(model_m.get_weights())
+    for batch in data:
+        m = two.train_step(batch)
+        s = one.train_step(tf.reshape(batch, (1, 1, 4, T + 1)))  # the two replicas' halves, side by side
+        assert m.loss == pytest.approx(s.loss, rel=1e-5)
+    for x, y in zip(model_m.get_weights(), model_s.get_weights(), strict=True):
+        np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5)
+    assert two.tokens_per_step == one.tokens_per_step == 4 * T
+
+
+def test_non_finite_gradients_never_reach_the_weights(dataset_dir):
+    model, trainer = build(default_engine(), micro=2)
+    (batch,) = batches(dataset_dir, (1, 1, 2), 1)
+    before = model.get_weights()
+    trainer.loss_scale.assign(float("nan"))  # scaled loss NaN -> NaN gradients, finite loss
+    result = trainer.train_step(batch)
+    assert not result.applied and np.isnan(result.grad_norm) and np.isfinite(result.loss)
+    for x, y in zip(before, model.get_weights(), strict=True):
+        np.testing.assert_array_equal(x, y)
+    assert int(trainer.optimizer.iterations) == 0
+
+
+def test_fp16_skips_overflowing_steps_and_halves_the_scale(dataset_dir):
+    model, trainer = build(default_engine(), precision="fp16", micro=2, initial_loss_scale=2.0**127)
+    data = batches(dataset_dir, (1, 1, 2), 3)
+    results = [trainer.train_step(b) for b in data]
+    assert not results[0].applied  # 2^127 x loss overflows
+    assert float(trainer.loss_scale) < 2.0**127
+    assert model.blocks[0].fc.compute_dtype == "float16"
+
+
+def test_evaluation_is_the_mean_token_loss(dataset_dir):
+    model, trainer = build(default_engine())
+    ds = token_dataset(open_channel(dataset_dir, "validation"), sequence_length=T, batch_shape=(1, 3), shuffle=False)
+    expected = []
+    for batch in ds.take(2):
+        logits = model(batch[0, :, :-1])
+        expected.append(tf.nn.sparse_softmax_cross_entropy_with_logits(batch[0, :, 1:], logits).numpy())
+    assert trainer.evaluate(ds, 2) == pytest.approx(np.mean(expected), rel=1e-5)
+    assert SEQUENCE_LENGTH >= T
+
+
+def test_a_batch_of_another_shape_is_refused(dataset_dir):
+    _, trainer = build(default_engine(), micro=4)
+    with pytest.raises(ValueError, match="batch shape"):
+        trainer.train_step(batches(dataset_dir, (1, 1, 8), 1)[0])
