@@ -20,7 +20,7 @@ def stdlib_documents(total_bytes: int, max_document_bytes: int = 20_000) -> list
     """Standard-library source files cut into documents of at most ``max_document_bytes`` characters."""
     documents: list[str] = []
     size = 0
-    for path in sorted(Path(os.__file__).parent.glob("*.py")):
+    for path in sorted(Path(os.__file__).parent.rglob("*.py")):
         text = path.read_text(encoding="utf-8", errors="replace")
         for start in range(0, len(text), max_document_bytes):
             piece = text[start : start + max_document_bytes]

@@ -1,0 +1,161 @@
+"""Preprocessing throughput: end-to-end tokens per second per core against a bare ``tokenizers`` loop.
+
+Both run in this process, one after the other, on the same documents, twice each (best of two): the reference
+encodes them with ``encode_batch_fast`` (what the pipeline calls) and ``encode_batch``; the pipeline runs
+``preprocess.py shards`` in this process (``--workers 1``): reading .jsonl.zst, JSON parsing, encoding, packing,
+TFRecord writing and checksums. Costs are CPU seconds, so a busy neighbour on the machine skews both alike.
+A second pipeline run with a process pool measures what the main process (reading, packing, writing) costs per
+GB, which caps one instance's throughput. From the measured rate it sizes a Pile run.
+
+    .venv/bin/python bench/preprocess_throughput_bench.py [--mb 24] [--vocab_size 50257]
+
+Exits 1 when packing and writing (everything but tokenization) cost more than 15% on top of it.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one core for the reference, as in each pipeline worker
+os.environ["RAYON_NUM_THREADS"] = "1"
+
+import argparse
+import json
+import math
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))
+
+from pile.bpe import encoder_from_json, train_bpe
+from pile.encode import CHUNK_BYTES
+from pile.sample_corpus import stdlib_documents, write_pile
+from pile.shards_job import ShardsConfig, run_shards
+
+MAX_OVERHEAD = 0.15
+PILE_BYTES = 825 * 2**30
+PILE_FILES = 30
+DEADLINE_HOURS = 6.0
+# (instance, vCPUs, USD per hour): SageMaker on-demand prices in us-east-1 estimated as 1.2 x the EC2 list price,
+# NOT confirmed against the SageMaker pricing page; check before you budget.
+INSTANCES = [("ml.c5.4xlarge", 16, 0.816), ("ml.c5.9xlarge", 36, 1.836), ("ml.c5.18xlarge", 72, 3.672),
+             ("ml.m5.24xlarge", 96, 5.53)]  # fmt: skip
+
+
+def batches(texts: list[str], batch_bytes: int = CHUNK_BYTES) -> list[list[str]]:
+    out, batch, size = [], [], 0
+    for text in texts:
+        batch.append(text)
+        size += len(text)
+        if size >= batch_bytes:
+            out.append(batch)
+            batch, size = [], 0
+    return [*out, batch] if batch else out
+
+
+def reference(tokenizer_json: str, texts: list[str], method: str) -> tuple[float, int]:
+    """CPU seconds and tokens of a bare encode loop."""
+    encoder = encoder_from_json(tokenizer_json)
+    encode = getattr(encoder, method)
+    grouped = batches(texts)
+    started, tokens = time.process_time(), 0
+    for batch in grouped:
+        tokens += sum(len(e.ids) for e in encode(batch, add_special_tokens=False))
+    return time.process_time() - started, tokens
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def pipeline(work: Path, tokenizer: Path, name: str, workers: int) -> dict:
+    """One shards run; CPU seconds of this process and of its pool processes, wall seconds, document tokens."""
+    config = ShardsConfig(input_dir=work / "raw", tokenizer=tokenizer, output_dir=work / name, host="bench",
+                          sequence_length=2048, shard_size_mb=256, validation_fraction=0.0005, workers=workers,
+                          progress_seconds=3600)  # fmt: skip
+    cpu, child, wall = time.process_time(), children_cpu(), time.perf_counter()
+    manifest = run_shards(config)
+    return {
+        "main_cpu": time.process_time() - cpu,
+        "pool_cpu": children_cpu() - child,
+        "wall": time.perf_counter() - wall,
+        "tokens": manifest.tokens() - manifest.documents_written,  # less the end-of-text ids, as the reference
+    }
+
+
+def pile_plan(bytes_per_cpu_second: float, main_bytes_per_second: float) -> list[dict]:
+    """For each instance type: the fewest instances that finish The Pile within the deadline, and the cost."""
+    plans = []
+    file_bytes = PILE_BYTES / PILE_FILES
+    for instance, vcpus, price in INSTANCES:
+        host_rate = min((vcpus - 1) * bytes_per_cpu_second, main_bytes_per_second)  # one vCPU for the main process
+        for count in range(1, PILE_FILES + 1):
+            hours = math.ceil(PILE_FILES / count) * file_bytes / host_rate / 3600  # ShardedByS3Key: whole files
+            if hours <= DEADLINE_HOURS:
+                usd = round(count * hours * price)
+                plans.append({"instance": instance, "count": count, "hours": round(hours, 2), "usd": usd,
+                              "host_MBps": round(host_rate / 1e6, 1)})  # fmt: skip
+                break
+    return plans
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mb", type=float, default=24.0, help="text to process, MB")
+    parser.add_argument("--vocab_size", type=int, default=50257)
+    parser.add_argument("--pool_workers", type=int, default=len(os.sched_getaffinity(0)))
+    args = parser.parse_args()
+    texts = stdlib_documents(int(args.mb * 1e6))
+    text_bytes = sum(len(t.encode()) for t in texts)
+    with tempfile.TemporaryDirectory() as folder:
+        work = Path(folder)
+        for part in range(4):
+            write_pile(work / "raw" / f"{part:02d}.jsonl.zst", texts[part::4])
+        started = time.perf_counter()
+        tokenizer_json = train_bpe(texts[: len(texts) // 4], args.vocab_size).to_str()
+        vocab = len(json.loads(tokenizer_json)["model"]["vocab"])
+        print(f"corpus: {len(texts):,} documents, {text_bytes / 1e6:.1f} MB of stdlib Python sources; tokenizer "
+              f"trained in {time.perf_counter() - started:.0f} s on a quarter: {vocab:,} tokens")  # fmt: skip
+        (work / "tokenizer.json").write_text(tokenizer_json)
+        ref_fast, ref_batch, serial = [], [], []
+        for round_ in range(2):
+            ref_fast.append(reference(tokenizer_json, texts, "encode_batch_fast"))
+            ref_batch.append(reference(tokenizer_json, texts, "encode_batch"))
+            serial.append(pipeline(work, work / "tokenizer.json", f"serial{round_}", workers=1))
+        pool = pipeline(work, work / "tokenizer.json", "pool", workers=args.pool_workers)
+    fast_cpu, tokens = min(ref_fast)
+    batch_cpu = min(ref_batch)[0]
+    best = min(serial, key=lambda r: r["main_cpu"])
+    assert best["tokens"] == tokens, (best["tokens"], tokens)  # the same work on both sides
+    overhead = best["main_cpu"] / fast_cpu - 1
+    per_core = tokens / best["main_cpu"]
+    bytes_per_cpu_second = text_bytes / best["main_cpu"]
+    main_bytes_per_second = text_bytes / pool["main_cpu"]
+    rows = [
+        ("reference encode_batch_fast", tokens / fast_cpu, fast_cpu),
+        ("reference encode_batch", tokens / batch_cpu, batch_cpu),
+        ("pipeline, 1 process", per_core, best["main_cpu"]),
+    ]
+    print(f"{'':32}{'tokens/s/core':>15}{'CPU s':>8}")
+    for label, rate, cpu in rows:
+        print(f"{label:32}{rate:>15,.0f}{cpu:>8.2f}")
+    print(f"pipeline overhead on encode_batch_fast: {overhead:+.1%} (limit {MAX_OVERHEAD:.0%}); "
+          f"on encode_batch: {best['main_cpu'] / batch_cpu - 1:+.1%}")  # fmt: skip
+    print(f"{text_bytes / tokens:.2f} bytes/token; {bytes_per_cpu_second / 1e6:.2f} MB/s per core end to end")
+    print(f"pool of {args.pool_workers}: {tokens / pool['wall']:,.0f} tokens/s wall; main process "
+          f"{pool['main_cpu']:.2f} CPU s ({main_bytes_per_second / 1e6:.0f} MB/s ceiling per instance), "
+          f"pool {pool['pool_cpu']:.2f} CPU s")  # fmt: skip
+    print(f"The Pile ({PILE_BYTES / 2**30:.0f} GiB in {PILE_FILES} files) within {DEADLINE_HOURS:.0f} h of processing "
+          "(download and start-up not included; prices unconfirmed, see INSTANCES):")  # fmt: skip
+    for plan in pile_plan(bytes_per_cpu_second, main_bytes_per_second):
+        print(f"  {plan['count']:>2} x {plan['instance']:<15} {plan['hours']:>5.2f} h  ~${plan['usd']:,.0f}  "
+              f"({plan['host_MBps']} MB/s each)")  # fmt: skip
+    return 0 if overhead <= MAX_OVERHEAD else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
