@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.instances import INSTANCE_TYPES
+from infra.planner import fit_problem
 from infra.presets import ModelShape, model_presets
 
 PLACEHOLDER_ACCOUNT = "123456789012"  # used for synth without credentials; deploy sets the real one
@@ -141,6 +142,9 @@ class TrainingConfig:
         micro_batch_size: sequences per device per forward pass; gradients accumulate to the global batch.
         train_tokens: tokens to train on; the step count is train_tokens / global_batch_tokens.
         precision: ``bf16`` (default), ``fp16`` (with loss scaling) or ``fp32``.
+        recompute: recompute each block's activations in the backward pass (default true: +1/3 compute, but
+            gpt3-125m at micro-batch 8 x 2048 tokens needs ~40 GiB per GPU without it; see ``make plan``).
+        model_parallel_degree: pipeline stages per model replica; divides the GPUs per instance (default 1).
         instance_type, instance_count: the training cluster.
         data_parallel_engine: ``multi_worker_mirrored`` (default, tf.distribute) or ``mpi`` (Horovod API).
         spot: managed spot training (checkpoints make interruptions harmless).
@@ -158,6 +162,8 @@ class TrainingConfig:
     micro_batch_size: int = 8
     train_tokens: int = 10_000_000_000
     precision: str = "bf16"
+    recompute: bool = True
+    model_parallel_degree: int = 1
     instance_type: str = "ml.p4d.24xlarge"
     instance_count: int = 1
     data_parallel_engine: str = "multi_worker_mirrored"
@@ -178,8 +184,9 @@ class TrainingConfig:
 
     @property
     def data_parallel_replicas(self) -> int:
-        """One replica per GPU (or per instance for CPU types): 8 GPUs x 2 instances = 16."""
-        return max(INSTANCE_TYPES[self.instance_type].gpus, 1) * self.instance_count
+        """One replica per K pipeline-stage GPUs (or per instance for CPU types): 8 GPUs x 2 instances / K=1 = 16."""
+        gpus = max(INSTANCE_TYPES[self.instance_type].gpus, 1) * self.instance_count
+        return gpus // self.model_parallel_degree
 
 
 @dataclasses.dataclass(frozen=True)
@@ -344,6 +351,8 @@ def validate(config: StageConfig) -> None:
     _validate_training(config.training)
     _one_of("deploy.instance_type", config.deploy.instance_type, INSTANCE_TYPES)
     _positive("deploy.instance_count", config.deploy.instance_count)
+    if problem := fit_problem(config.training, config.preprocessing.vocab_size):  # pre-flight: will it fit?
+        raise ConfigError("training", *problem)
 
 
 def _validate_network(net: NetworkConfig) -> None:
@@ -394,11 +403,19 @@ def _validate_training(train: TrainingConfig) -> None:
         "micro_batch_size",
         "train_tokens",
         "instance_count",
+        "model_parallel_degree",
         "max_run_hours",
         "volume_size_gb",
     ):
         _positive(f"training.{name}", getattr(train, name))
     _one_of("training.instance_type", train.instance_type, INSTANCE_TYPES)
+    devices = max(INSTANCE_TYPES[train.instance_type].gpus, 1)
+    if devices % train.model_parallel_degree or train.model_parallel_degree > shape.n_layer:
+        raise ConfigError(
+            "training.model_parallel_degree",
+            train.model_parallel_degree,
+            f"a divisor of the {devices} GPUs per {train.instance_type}, at most n_layer ({shape.n_layer})",
+        )
     _one_of("training.precision", train.precision, ("bf16", "fp16", "fp32"))
     gpu = INSTANCE_TYPES[train.instance_type].gpu_model
     if train.precision == "bf16" and gpu == "V100":

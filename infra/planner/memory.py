@@ -1,0 +1,152 @@
+"""Memory of one training device: model state, activations, logits and framework overhead, in bytes.
+
+The model follows what this project's Keras model does (``training/gpt``):
+
+- Model state per parameter. Keras mixed precision keeps float32 variables and casts them to 16 bits
+  for each step, so bf16/fp16 costs 4 (fp32 weights) + 2 (16-bit copy, kept for the backward pass)
+  + 4 (fp32 gradients) + 8 (Adam m and v) = 18 bytes; float32 costs 4 + 4 + 8 = 16 bytes. Gradient
+  accumulation over micro-batches adds a float32 accumulator: 4 bytes more.
+- Activations per layer (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+  Models", eq. 2): s·b·h·(34 + 5·a·s/h) bytes in 16-bit, where s = sequence, b = micro-batch, h = width,
+  a = heads; the 5·a·s/h term is the s x s attention scores, softmax and dropout mask, which the model
+  materialises (no fused attention). Float32 doubles it. With full recomputation a layer keeps only its
+  input, 2·s·b·h bytes, and one layer at a time is rebuilt in full during the backward pass.
+- Logits: b·s·V elements, in the compute dtype (2 bytes), cast to float32 by the model (4) and the
+  float32 softmax gradient of the loss (4): 10 bytes each in bf16/fp16, 8 in float32.
+- Pipeline (model-parallel degree K): the heaviest stage holds ceil(L/K) layers plus the tied embedding;
+  a 1F1B schedule keeps min(K, micro-batches) micro-batches' activations in flight on the first stage.
+- Framework overhead: 1 GiB (CUDA context, cuBLAS/cuDNN workspaces, TensorFlow runtime) plus 5% of
+  everything else for allocator fragmentation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from infra.presets import ModelShape
+
+GIB = 2**30
+FRAMEWORK_OVERHEAD_BYTES = 1 * GIB
+FRAGMENTATION = 0.05
+OPTIMIZER_BYTES_PER_PARAMETER = {"adamw": 8, "adam": 8, "sgd": 4}  # Adam: fp32 m and v; SGD: fp32 momentum
+MIXED_PRECISIONS = ("bf16", "fp16")
+
+
+@dataclasses.dataclass(frozen=True)
+class Memory:
+    """Bytes one device needs at the peak of a training step, by kind."""
+
+    weights: int
+    gradients: int
+    optimizer: int
+    accumulation: int
+    activations: int
+    logits: int
+
+    @property
+    def model_state(self) -> int:
+        return self.weights + self.gradients + self.optimizer + self.accumulation
+
+    @property
+    def modeled(self) -> int:
+        """Everything but the framework overhead."""
+        return self.model_state + self.activations + self.logits
+
+    @property
+    def overhead(self) -> int:
+        """1 GiB plus 5% of the rest: e.g. 30 GiB of tensors -> 1 + 1.5 = 2.5 GiB."""
+        return FRAMEWORK_OVERHEAD_BYTES + round(FRAGMENTATION * self.modeled)
+
+    @property
+    def total(self) -> int:
+        return self.modeled + self.overhead
+
+
+def stage_parameters(shape: ModelShape, vocab_size: int, sequence_length: int, model_parallel_degree: int) -> int:
+    """Parameters on the heaviest pipeline stage: ceil(L/K) blocks plus the (tied) embeddings and final norm.
+
+    gpt3-1.3b, K = 4: 6 blocks x 50.4 M + (50,257 + 2,048) x 2,048 = 302 M + 107 M = 409 M.
+    """
+    d = shape.d_model
+    blocks = math.ceil(shape.n_layer / model_parallel_degree)
+    return blocks * (12 * d * d + 13 * d) + (vocab_size + sequence_length) * d + 2 * d
+
+
+def state_bytes_per_parameter(precision: str, optimizer: str, accumulate: bool) -> dict[str, int]:
+    """Bytes per parameter of weights, gradients, optimizer state and the accumulator.
+
+    bf16 + AdamW + accumulation: 6 + 4 + 8 + 4 = 22; float32 + AdamW, no accumulation: 4 + 4 + 8 = 16.
+    """
+    return {
+        "weights": 4 + (2 if precision in MIXED_PRECISIONS else 0),
+        "gradients": 4,
+        "optimizer": OPTIMIZER_BYTES_PER_PARAMETER[optimizer],
+        "accumulation": 4 if accumulate else 0,
+    }
+
+
+def layer_activation_bytes(shape: ModelShape, sequence_length: int, micro_batch: int, precision: str) -> int:
+    """One decoder layer's saved activations without recomputation: s·b·h·34 + 5·a·s²·b (16-bit).
+
+    gpt3-125m, s = 2048, b = 8: 2048 x 8 x 768 x 34 + 5 x 12 x 2048² x 8 = 428 M + 2,013 M = 2.44 GB.
+    """
+    s, b, h, a = sequence_length, micro_batch, shape.d_model, shape.n_head
+    return (s * b * h * 34 + 5 * a * s * s * b) * (2 if precision == "fp32" else 1)
+
+
+def activation_bytes(
+    shape: ModelShape,
+    sequence_length: int,
+    micro_batch: int,
+    precision: str,
+    recompute: bool,
+    model_parallel_degree: int = 1,
+    accumulation_steps: int = 1,
+) -> int:
+    """Activations held by the heaviest stage at the start of the backward pass.
+
+    Without recomputation: layers x in-flight micro-batches x the full per-layer figure. With it: each
+    layer's input (2·s·b·h bytes, 4 in float32) plus one layer rebuilt in full.
+    gpt3-125m, s = 2048, b = 8, bf16: 12 x 2.44 GB = 29.3 GB; recomputed: 12 x 25 MB + 2.44 GB = 2.7 GB.
+    """
+    layers = math.ceil(shape.n_layer / model_parallel_degree)
+    in_flight = min(model_parallel_degree, accumulation_steps)
+    full = layer_activation_bytes(shape, sequence_length, micro_batch, precision)
+    if not recompute:
+        return layers * in_flight * full
+    layer_input = sequence_length * micro_batch * shape.d_model * (4 if precision == "fp32" else 2)
+    return layers * in_flight * layer_input + full
+
+
+def logits_bytes(vocab_size: int, sequence_length: int, micro_batch: int, precision: str) -> int:
+    """Logits and their loss gradient: b·s·V x 10 bytes (8 in float32).
+
+    b = 8, s = 2048, V = 50,257: 823 M elements x 10 = 8.2 GB, more than gpt3-125m's weights and Adam state.
+    """
+    return micro_batch * sequence_length * vocab_size * (10 if precision in MIXED_PRECISIONS else 8)
+
+
+def device_memory(
+    shape: ModelShape,
+    *,
+    vocab_size: int,
+    sequence_length: int,
+    micro_batch: int,
+    precision: str,
+    optimizer: str,
+    recompute: bool,
+    model_parallel_degree: int,
+    accumulation_steps: int,
+) -> Memory:
+    """The memory breakdown of the heaviest device (conservative for K > 1: the first stage's layers and
+    in-flight micro-batches together with the last stage's logits)."""
+    parameters = stage_parameters(shape, vocab_size, sequence_length, model_parallel_degree)
+    per_parameter = state_bytes_per_parameter(precision, optimizer, accumulation_steps > 1)
+    return Memory(
+        **{kind: parameters * size for kind, size in per_parameter.items()},
+        activations=activation_bytes(
+            shape, sequence_length, micro_batch, precision, recompute, model_parallel_degree, accumulation_steps
+        ),
+        logits=logits_bytes(vocab_size, sequence_length, micro_batch, precision),
+    )

@@ -1,0 +1,307 @@
+"""The pre-flight plan of a training run: memory per device, fit, step time, duration and cost.
+
+``plan(...)`` is a pure function of the model shape, the batch and the cluster; ``plan_for_config`` reads
+them from a ``TrainingConfig``. Neither imports anything outside the standard library and ``infra``'s
+stdlib-only tables, so the workflow's Plan step (a Lambda function) can run them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Protocol
+
+from infra.instances import INSTANCE_TYPES, InstanceType
+from infra.planner import compute
+from infra.planner.memory import GIB, OPTIMIZER_BYTES_PER_PARAMETER, Memory, device_memory
+from infra.presets import ModelShape, model_presets
+
+PRECISIONS = ("bf16", "fp16", "fp32")
+DEFAULT_MFU = 0.4
+SECONDS_PER_DAY = 86_400
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanInputs:
+    """Everything a plan depends on. ``model_parallel_degree`` is the number of pipeline stages (K)."""
+
+    shape: ModelShape
+    vocab_size: int
+    sequence_length: int
+    micro_batch_size: int
+    precision: str
+    optimizer: str
+    recompute: bool
+    instance_type: str
+    instance_count: int
+    model_parallel_degree: int
+    global_batch_tokens: int
+    train_tokens: int
+    mfu: float
+
+    @property
+    def instance(self) -> InstanceType:
+        return INSTANCE_TYPES[self.instance_type]
+
+    @property
+    def data_parallel_degree(self) -> int:
+        """Replicas: devices / K. 4 x 8 GPUs with K = 2 -> 16."""
+        return self.instance.devices * self.instance_count // self.model_parallel_degree
+
+    @property
+    def accumulation_steps(self) -> int:
+        """Micro-batches per replica per step: 1,048,576 tokens / 2048 = 512 sequences / (4 x 32) = 4."""
+        return self.global_batch_tokens // self.sequence_length // (self.micro_batch_size * self.data_parallel_degree)
+
+    def check(self) -> None:
+        """Raises ValueError when the inputs describe no runnable layout."""
+        if self.instance_type not in INSTANCE_TYPES:
+            raise ValueError(f"unknown instance type {self.instance_type!r}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision {self.precision!r}: expected one of {', '.join(PRECISIONS)}")
+        if self.optimizer not in OPTIMIZER_BYTES_PER_PARAMETER:
+            raise ValueError(
+                f"optimizer {self.optimizer!r}: expected one of {', '.join(OPTIMIZER_BYTES_PER_PARAMETER)}"
+            )
+        if not 0 < self.mfu <= 1:
+            raise ValueError(f"mfu {self.mfu}: expected a fraction in (0, 1]")
+        for name in ("sequence_length", "micro_batch_size", "instance_count", "model_parallel_degree", "train_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} {getattr(self, name)}: expected a positive integer")
+        devices = self.instance.devices
+        if devices % self.model_parallel_degree or self.model_parallel_degree > self.shape.n_layer:
+            raise ValueError(
+                f"model_parallel_degree {self.model_parallel_degree}: expected a divisor of the {devices} devices "
+                f"per instance, at most n_layer ({self.shape.n_layer})"
+            )
+        per_step = self.sequence_length * self.micro_batch_size * self.data_parallel_degree
+        if self.global_batch_tokens < per_step or self.global_batch_tokens % per_step:
+            raise ValueError(
+                f"global_batch_tokens {self.global_batch_tokens:,}: expected a multiple of sequence_length x "
+                f"micro_batch_size x data-parallel degree = {per_step:,}"
+            )
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """The numbers of one plan; derived figures are properties. Bytes, seconds, USD."""
+
+    inputs: PlanInputs
+    parameters: int
+    memory: Memory
+    model_flops_per_token: int
+    hardware_flops_per_token: int
+    compute_seconds: float
+    allreduce_seconds: float
+
+    @property
+    def capacity_bytes(self) -> int:
+        return self.inputs.instance.device_memory_gib * GIB
+
+    @property
+    def fits(self) -> bool:
+        return self.memory.total <= self.capacity_bytes
+
+    @property
+    def step_seconds(self) -> float:
+        return self.compute_seconds + self.allreduce_seconds
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.inputs.global_batch_tokens / self.step_seconds
+
+    @property
+    def tokens_per_day(self) -> float:
+        return self.tokens_per_second * SECONDS_PER_DAY
+
+    @property
+    def train_hours(self) -> float:
+        return self.inputs.train_tokens / self.tokens_per_second / 3600
+
+    @property
+    def train_days(self) -> float:
+        return self.train_hours / 24
+
+    @property
+    def cost_on_demand(self) -> float:
+        return self.train_hours * self.inputs.instance_count * self.inputs.instance.price_per_hour
+
+    @property
+    def cost_spot(self) -> float:
+        return self.train_hours * self.inputs.instance_count * self.inputs.instance.spot_price_per_hour
+
+    @property
+    def achieved_mfu(self) -> float:
+        """Model FLOPs per second over the cluster's peak: below ``mfu`` with recomputation, pipelines, network."""
+        devices = self.inputs.instance.devices * self.inputs.instance_count
+        peak = self.inputs.instance.peak_flops(self.inputs.precision) * devices
+        return self.tokens_per_second * self.model_flops_per_token / peak
+
+    def suggestions(self) -> list[Suggestion]:
+        """The smallest changes that make this plan fit, best first; empty when it fits."""
+        from infra.planner.search import suggestions  # search imports this module
+
+        return [] if self.fits else suggestions(self.inputs)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready summary (the Plan step's output)."""
+        return {
+            "fits": self.fits,
+            "parameters": self.parameters,
+            "memory_gib": {k: round(v / GIB, 2) for k, v in _memory_items(self.memory).items()},
+            "capacity_gib": self.inputs.instance.device_memory_gib,
+            "data_parallel_degree": self.inputs.data_parallel_degree,
+            "model_parallel_degree": self.inputs.model_parallel_degree,
+            "accumulation_steps": self.inputs.accumulation_steps,
+            "flops_per_token": self.model_flops_per_token,
+            "step_seconds": round(self.step_seconds, 4),
+            "tokens_per_day": round(self.tokens_per_day),
+            "train_days": round(self.train_days, 2),
+            "cost_on_demand_usd": round(self.cost_on_demand, 2),
+            "cost_spot_usd": round(self.cost_spot, 2),
+            "suggestions": [str(s) for s in self.suggestions()],
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class Suggestion:
+    """A change of one or more training fields and the plan it leads to."""
+
+    changes: tuple[tuple[str, Any], ...]
+    plan: Plan
+
+    def __str__(self) -> str:
+        fields = " and ".join(f"training.{name} = {_json(value)}" for name, value in self.changes)
+        p = self.plan
+        return (
+            f"{fields} ({p.memory.total / GIB:.1f} of {p.inputs.instance.device_memory_gib} GiB, "
+            f"{p.train_days:,.1f} days, ${p.cost_on_demand:,.0f} on demand)"
+        )
+
+
+def plan(
+    shape: ModelShape,
+    *,
+    vocab_size: int,
+    sequence_length: int,
+    micro_batch_size: int,
+    precision: str,
+    optimizer: str = "adamw",
+    recompute: bool,
+    instance_type: str,
+    instance_count: int,
+    model_parallel_degree: int = 1,
+    global_batch_tokens: int,
+    train_tokens: int,
+    mfu: float = DEFAULT_MFU,
+) -> Plan:
+    """Plans one training run; raises ValueError for a layout that cannot run (see ``PlanInputs.check``)."""
+    return plan_inputs(PlanInputs(**{k: v for k, v in locals().items()}))
+
+
+def plan_inputs(inputs: PlanInputs) -> Plan:
+    """``plan`` for a ``PlanInputs``."""
+    inputs.check()
+    shape, seq = inputs.shape, inputs.sequence_length
+    parameters = shape.parameters(inputs.vocab_size, seq)
+    hardware = compute.hardware_flops_per_token(shape, parameters, seq, inputs.recompute)
+    tokens_per_replica = inputs.global_batch_tokens // inputs.data_parallel_degree
+    pipeline = compute.pipeline_factor(inputs.model_parallel_degree, inputs.accumulation_steps)
+    peak = inputs.instance.peak_flops(inputs.precision)
+    return Plan(
+        inputs=inputs,
+        parameters=parameters,
+        memory=device_memory(
+            shape,
+            vocab_size=inputs.vocab_size,
+            sequence_length=seq,
+            micro_batch=inputs.micro_batch_size,
+            precision=inputs.precision,
+            optimizer=inputs.optimizer,
+            recompute=inputs.recompute,
+            model_parallel_degree=inputs.model_parallel_degree,
+            accumulation_steps=inputs.accumulation_steps,
+        ),
+        model_flops_per_token=compute.model_flops_per_token(shape, parameters, seq),
+        hardware_flops_per_token=hardware,
+        compute_seconds=pipeline
+        * compute.compute_seconds(tokens_per_replica, hardware, inputs.model_parallel_degree, peak, inputs.mfu),
+        allreduce_seconds=compute.allreduce_seconds(parameters, inputs.instance_count, inputs.instance.network_gbps),
+    )
+
+
+class TrainingFields(Protocol):
+    """The fields of ``infra.config.TrainingConfig`` a plan reads (a Protocol: no import cycle with config)."""
+
+    model_preset: str
+    n_layer: int | None
+    d_model: int | None
+    n_head: int | None
+    sequence_length: int
+    global_batch_tokens: int
+    micro_batch_size: int
+    train_tokens: int
+    precision: str
+    instance_type: str
+    instance_count: int
+    recompute: bool
+    model_parallel_degree: int
+
+
+def plan_for_config(training: TrainingFields, vocab_size: int, *, mfu: float = DEFAULT_MFU) -> Plan:
+    """The plan of a stage's (or an execution input's) training configuration, with AdamW."""
+    preset = model_presets()[training.model_preset]
+    shape = ModelShape(
+        n_layer=training.n_layer or preset.n_layer,
+        d_model=training.d_model or preset.d_model,
+        n_head=training.n_head or preset.n_head,
+    )
+    return plan(
+        shape,
+        vocab_size=vocab_size,
+        sequence_length=training.sequence_length,
+        micro_batch_size=training.micro_batch_size,
+        precision=training.precision,
+        recompute=training.recompute,
+        instance_type=training.instance_type,
+        instance_count=training.instance_count,
+        model_parallel_degree=training.model_parallel_degree,
+        global_batch_tokens=training.global_batch_tokens,
+        train_tokens=training.train_tokens,
+        mfu=mfu,
+    )
+
+
+def fit_problem(training: TrainingFields, vocab_size: int) -> tuple[str, str] | None:
+    """None when the configuration fits; otherwise (what is wrong, the smallest changes that fix it),
+    the two halves of a ``ConfigError`` message."""
+    result = plan_for_config(training, vocab_size)
+    if result.fits:
+        return None
+    need, have = result.memory.total / GIB, result.inputs.instance.device_memory_gib
+    problem = (
+        f"{training.model_preset} at micro-batch {training.micro_batch_size} x {training.sequence_length} tokens "
+        f"needs {need:.1f} GiB per device ({_breakdown(result.memory)}); {training.instance_type} has {have} GiB"
+    )
+    fixes = result.suggestions()[:3]
+    if not fixes:
+        return problem, "a smaller model or micro-batch: no layout the planner tries fits"
+    return problem, "a layout that fits, e.g. " + "; or ".join(str(s) for s in fixes)
+
+
+def _memory_items(memory: Memory) -> dict[str, int]:
+    return {
+        **{f.name: getattr(memory, f.name) for f in dataclasses.fields(memory)},
+        "overhead": memory.overhead,
+        "total": memory.total,
+    }
+
+
+def _breakdown(memory: Memory) -> str:
+    return (
+        f"model state {memory.model_state / GIB:.1f}, activations {memory.activations / GIB:.1f}, "
+        f"logits {memory.logits / GIB:.1f}, overhead {memory.overhead / GIB:.1f}"
+    )
+
+
+def _json(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else repr(value) if isinstance(value, str) else str(value)
