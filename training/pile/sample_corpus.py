@@ -17,15 +17,17 @@ PILE_SET_NAMES = ("Github", "Pile-CC", "ArXiv")
 
 
 def stdlib_documents(total_bytes: int, max_document_bytes: int = 20_000) -> list[str]:
-    """Standard-library source files cut into documents of at most ``max_document_bytes`` characters."""
+    """Distinct pieces of standard-library sources, each at most ``max_document_bytes`` characters."""
     documents: list[str] = []
+    seen: set[str] = set()
     size = 0
     for path in sorted(Path(os.__file__).parent.rglob("*.py")):
         text = path.read_text(encoding="utf-8", errors="replace")
         for start in range(0, len(text), max_document_bytes):
             piece = text[start : start + max_document_bytes]
-            if not piece.strip():
+            if not piece.strip() or piece in seen:
                 continue
+            seen.add(piece)
             documents.append(piece)
             size += len(piece.encode())
             if size >= total_bytes:

@@ -10,6 +10,7 @@ def test_stdlib_documents_reach_the_size_and_respect_the_cap():
     documents = stdlib_documents(100_000, max_document_bytes=5_000)
     assert 100_000 <= sum(len(d.encode()) for d in documents) < 100_000 + 4 * 5_000
     assert all(0 < len(d) <= 5_000 and d.strip() for d in documents)
+    assert len(set(documents)) == len(documents)
 
 
 def test_write_pile_in_every_compression_reads_back(tmp_path):
