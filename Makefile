@@ -36,6 +36,9 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+plan: install
+	$(PY) -m infra.planner $(ARGS)
+
 bench: install ## Benchmarks (ratios against a reference measured in the same run)
 	$(VENV)/bin/pip install -q --no-deps -r bench/requirements.txt
 	for b in bench/*_bench.py; do $(PY) $$b || exit 1; done

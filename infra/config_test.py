@@ -113,3 +113,22 @@ def test_override_file_must_exist_and_be_a_json_object(tmp_path):
     listed.write_text("[1, 2]")
     with pytest.raises(ConfigError, match="a JSON object at the top level"):
         load(config=str(listed))
+
+
+def test_model_parallel_degree_divides_the_gpus_and_the_replicas():
+    with pytest.raises(
+        ConfigError, match=r"training.model_parallel_degree: 3 is not valid; expected a divisor of the 8"
+    ):
+        load({"training": {"model_parallel_degree": 3}})
+    with pytest.raises(ConfigError, match=r"training.model_parallel_degree: 0 is not valid; expected a positive"):
+        load({"training": {"model_parallel_degree": 0}})
+    assert load({"training": {"model_parallel_degree": 2}}).training.data_parallel_replicas == 4  # 8 GPUs / 2 stages
+
+
+def test_a_training_config_that_does_not_fit_names_the_smallest_change_that_does():
+    too_big = {"model_preset": "gpt3-1.3b", "recompute": False, "micro_batch_size": 4, "instance_count": 4}
+    with pytest.raises(ConfigError) as error:
+        load({"training": {**too_big, "global_batch_tokens": 1_048_576}})
+    assert error.value.field == "training"
+    assert "needs 78.2 GiB per device" in str(error.value)
+    assert "expected a layout that fits, e.g. training.recompute = true (36.0 of 40 GiB" in str(error.value)
