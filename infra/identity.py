@@ -11,7 +11,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from infra.images import DLC_ACCOUNT
-from infra.nag import acknowledge
+from infra.nag import acknowledge_wildcards, cfn_ref
 
 DLC_REPOSITORIES = ("tensorflow-training", "tensorflow-inference")
 
@@ -147,9 +147,8 @@ class SageMakerExecutionRole(Construct):
             "network-interface actions are limited to this VPC by the ec2:Vpc condition.",
         }
         for bucket in buckets:
-            logical_id = stack.get_logical_id(bucket.node.default_child)
             access = "read and write" if bucket in write_buckets else "read"
-            reasons[f"Resource::<{logical_id}.Arn>/*"] = (
+            reasons[f"Resource::{cfn_ref(bucket)}/*"] = (
                 f"Jobs {access} objects under any key of this stack's own bucket; keys are chosen per execution."
             )
         for group in ("TrainingJobs:*", "ProcessingJobs:*", "Endpoints/*"):
@@ -157,4 +156,4 @@ class SageMakerExecutionRole(Construct):
             reasons[f"Resource::{arn}"] = (
                 "SageMaker names log streams per job and endpoint; this is the log group SageMaker writes to."
             )
-        acknowledge(self.policy, {f"AwsSolutions::AwsSolutions-IAM5[{k}]": v for k, v in reasons.items()})
+        acknowledge_wildcards(self.policy, reasons)

@@ -25,3 +25,18 @@ def acknowledge(scope: IConstruct, reasons: dict[str, str]) -> None:
     """
     for finding, reason in reasons.items():
         cdk.Validations.of(scope).acknowledge(cdk.Acknowledgment(id=finding, reason=reason))
+
+
+def acknowledge_wildcards(scope: IConstruct, reasons: dict[str, str]) -> None:
+    """Acknowledges AwsSolutions-IAM5 findings (one per wildcard resource or action) on ``scope``.
+
+    Args:
+        reasons: the finding's subject (``Resource::<arn pattern>`` or ``Action::<action>``) -> why.
+    """
+    acknowledge(scope, {f"AwsSolutions::AwsSolutions-IAM5[{subject}]": why for subject, why in reasons.items()})
+
+
+def cfn_ref(construct: IConstruct, attribute: str = "Arn") -> str:
+    """How cdk-nag writes a resource's attribute in a finding: ``<LogicalId.Arn>``."""
+    resource = construct if isinstance(construct, cdk.CfnElement) else construct.node.default_child
+    return f"<{cdk.Stack.of(construct).get_logical_id(resource)}.{attribute}>"

@@ -28,7 +28,10 @@ EXCLUDED_DIRS = {"__pycache__", ".pytest_cache", ".ruff_cache"}
 def _shipped(path: Path) -> bool:
     """Tests and caches stay home; everything else under training/ is part of the package."""
     return not (
-        path.name.endswith("_test.py") or path.name == "conftest.py" or path.suffix == ".pyc" or EXCLUDED_DIRS & set(path.parts)
+        path.name.endswith("_test.py")
+        or path.name == "conftest.py"
+        or path.suffix == ".pyc"
+        or EXCLUDED_DIRS & set(path.parts)
     )
 
 

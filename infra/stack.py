@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import aws_cdk as cdk
 from constructs import Construct
 
 from infra.buckets import DataBuckets
 from infra.config import StageConfig
 from infra.encryption import DataKey
-from infra.file_system import DatasetFileSystem
+from infra.file_system import DATASETS_PATH, DatasetFileSystem
 from infra.identity import SageMakerExecutionRole
 from infra.log_groups import encrypted_log_group
 from infra.network import Network
+from infra.notifications import Notifications
 from infra.source_bundle import TrainingPackage
+from infra.workflow.datasync import DatasetSync
+from infra.workflow.plan_function import PlanFunction
+from infra.workflow.settings import StackSettings
+from infra.workflow.state_machine import Workflow
 
 
 class PretrainingStack(cdk.Stack):
@@ -55,7 +62,61 @@ class PretrainingStack(cdk.Stack):
             vpc=self.network.vpc,
         )
         self.package.grant_read(self.execution_role.role)
+        self._workflow(config)
         self._outputs()
+
+    def _workflow(self, config: StageConfig) -> None:
+        """The Plan function, the DataSync task, the topic and the state machine that ties them together."""
+        job_prefix = f"gpt-{config.name}"
+        network, buckets = self.network, self.buckets
+        settings = StackSettings(
+            region=self.region,
+            account=self.account,
+            job_prefix=job_prefix,
+            role_arn=self.execution_role.role.role_arn,
+            kms_key_arn=self.key.key_arn,
+            raw_bucket=buckets.raw.bucket_name,
+            datasets_bucket=buckets.datasets.bucket_name,
+            checkpoints_bucket=buckets.checkpoints.bucket_name,
+            models_bucket=buckets.models.bucket_name,
+            file_system_id=self.file_system.file_system.file_system_id,
+            efs_datasets_path=DATASETS_PATH,
+            subnet_ids=network.vpc.select_subnets(**network.job_subnets._values).subnet_ids,
+            security_group_ids=[network.jobs_security_group.security_group_id],
+            source_dir_uri=self.package.s3_uri,
+            stage=dataclasses.asdict(config),
+        )
+        plan = PlanFunction(
+            self,
+            "Plan",
+            settings=dataclasses.asdict(settings),
+            key=self.key,
+            datasets=buckets.datasets,
+            raw=buckets.raw,
+            log_group=encrypted_log_group(self, "PlanLogs", key=self.key, config=config.storage),
+        )
+        sync = DatasetSync(
+            self,
+            "DatasetSync",
+            bucket=buckets.datasets,
+            key=self.key,
+            file_system=self.file_system.file_system,
+            access_point=self.file_system.datasets_access_point,
+            subnet=network.vpc.select_subnets(**network.job_subnets._values).subnets[0],
+            security_group=network.jobs_security_group,
+        )
+        self.notifications = Notifications(self, "Notifications", key=self.key, email=config.notification_email)
+        self.workflow = Workflow(
+            self,
+            "Workflow",
+            plan_function=plan.function,
+            job_prefix=job_prefix,
+            execution_role_arn=self.execution_role.role.role_arn,
+            datasync_task=sync.task,
+            topic=self.notifications.topic,
+            log_level="ALL",
+            log_group=encrypted_log_group(self, "WorkflowLogs", key=self.key, config=config.storage),
+        )
 
     def _outputs(self) -> None:
         for name, bucket in self.buckets.data_buckets.items():
@@ -63,3 +124,5 @@ class PretrainingStack(cdk.Stack):
         cdk.CfnOutput(self, "FileSystemId", value=self.file_system.file_system.file_system_id)
         cdk.CfnOutput(self, "ExecutionRoleArn", value=self.execution_role.role.role_arn)
         cdk.CfnOutput(self, "VpcId", value=self.network.vpc.vpc_id)
+        cdk.CfnOutput(self, "StateMachineArn", value=self.workflow.state_machine.state_machine_arn)
+        cdk.CfnOutput(self, "TopicArn", value=self.notifications.topic.topic_arn)

@@ -35,7 +35,10 @@ def test_cfn_lint_reports_no_errors_and_no_warnings(stage: str, tmp_path: Path):
     path = tmp_path / f"{stage}.template.json"
     path.write_text(json.dumps(synth_template(stage)))
     result = subprocess.run(
-        [str(ROOT / ".venv/bin/cfn-lint"), "--format", "parseable", str(path)], capture_output=True, text=True
+        [str(ROOT / ".venv/bin/cfn-lint"), "--format", "parseable", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,  # reads .cfnlintrc.yaml
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip() == ""
@@ -59,8 +62,12 @@ def test_cdk_cli_synthesizes_without_credentials_and_matches_the_test_build(tmp_
     out = tmp_path / "cdk.out"
     result = subprocess.run(
         [str(ROOT / "node_modules/.bin/cdk"), "synth", "-q", "-c", "stage=dev", "--output", str(out)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     template = json.loads((out / "GptPretraining-dev.template.json").read_text())
     template["Resources"].pop("CDKMetadata", None)  # analytics, added by the CLI only
@@ -74,9 +81,12 @@ def test_bad_configuration_stops_synth_with_the_message(tmp_path: Path):
     context = cli_context(config=str(override))
     result = subprocess.run(
         [sys.executable, "app.py"],
-        cwd=ROOT, env={**os.environ, "CDK_CONTEXT_JSON": json.dumps(context), "CDK_OUTDIR": str(tmp_path)},
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=ROOT,
+        env={**os.environ, "CDK_CONTEXT_JSON": json.dumps(context), "CDK_OUTDIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 1
     assert (
         "Invalid configuration: preprocessing.shard_size_mb: 0 is not valid; expected a positive integer"

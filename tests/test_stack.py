@@ -113,7 +113,7 @@ def test_vpc_flow_logs_go_to_an_encrypted_log_group_with_retention(prod_template
     )
 
 
-def test_sagemaker_role_is_scoped(dev_template: Template):
+def test_roles_are_scoped(dev_template: Template):
     dev_template.has_resource_properties(
         "AWS::IAM::Role",
         {
@@ -130,11 +130,30 @@ def test_sagemaker_role_is_scoped(dev_template: Template):
         },
     )
     allowed_on_any_resource = {
-        "ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs", "ec2:DescribeDhcpOptions", "ec2:DescribeSubnets",
-        "ec2:DescribeSecurityGroups", "ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission",
-        "ec2:DeleteNetworkInterface", "ec2:DeleteNetworkInterfacePermission", "ecr:GetAuthorizationToken",
+        "ec2:DescribeNetworkInterfaces",
+        "ec2:DescribeVpcs",
+        "ec2:DescribeDhcpOptions",
+        "ec2:DescribeSubnets",
+        "ec2:DescribeSecurityGroups",
+        "ec2:CreateNetworkInterface",
+        "ec2:CreateNetworkInterfacePermission",
+        "ec2:DeleteNetworkInterface",
+        "ec2:DeleteNetworkInterfacePermission",
+        "ecr:GetAuthorizationToken",
         "cloudwatch:PutMetricData",
-    }  # fmt: skip
+        "xray:PutTelemetryRecords",
+        "xray:PutTraceSegments",
+        "xray:GetSamplingRules",
+        "xray:GetSamplingTargets",
+        "logs:CreateLogDelivery",
+        "logs:GetLogDelivery",
+        "logs:UpdateLogDelivery",
+        "logs:DeleteLogDelivery",
+        "logs:ListLogDeliveries",
+        "logs:PutResourcePolicy",
+        "logs:DescribeResourcePolicies",
+        "logs:DescribeLogGroups",
+    }  # actions without resource-level permissions
     for policy in resources(dev_template, "AWS::IAM::Policy").values():
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
             actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]

@@ -1,0 +1,120 @@
+"""The DataSync task that copies a preprocessed dataset from S3 to EFS.
+
+SageMaker Processing jobs cannot write to EFS, so the token shards land in the datasets bucket and
+DataSync copies the one dataset an execution needs (an include filter chosen at start) to the file system.
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_datasync as datasync
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_efs as efs
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from infra.nag import acknowledge_wildcards, cfn_ref
+
+
+class DatasetSync(Construct):
+    """S3 ``datasets/`` -> EFS ``/datasets`` (through the file system's access point, over TLS).
+
+    Args:
+        bucket: the datasets bucket; the task reads its ``datasets/`` prefix.
+        key: the bucket's KMS key.
+        file_system, access_point: the destination.
+        subnet: a subnet with a mount target, where DataSync places its network interface.
+        security_group: a group the file system admits NFS from.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        bucket: s3.IBucket,
+        key: kms.IKey,
+        file_system: efs.IFileSystem,
+        access_point: efs.IAccessPoint,
+        subnet: ec2.ISubnet,
+        security_group: ec2.ISecurityGroup,
+    ) -> None:
+        super().__init__(scope, id)
+        stack = cdk.Stack.of(self)
+        principal = iam.ServicePrincipal(
+            "datasync.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": stack.account}}
+        )
+        bucket_role = iam.Role(self, "BucketAccessRole", assumed_by=principal)
+        # What DataSync needs of a source S3 location (DataSync user guide, "S3 location permissions").
+        bucket_role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetBucketLocation", "s3:ListBucket", "s3:ListBucketMultipartUploads"],
+                resources=[bucket.bucket_arn],
+            )
+        )
+        bucket_role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject", "s3:GetObjectTagging", "s3:GetObjectVersion", "s3:GetObjectVersionTagging"],
+                resources=[bucket.arn_for_objects("datasets/*")],
+            )
+        )
+        bucket_role.add_to_policy(iam.PolicyStatement(actions=["kms:Decrypt"], resources=[key.key_arn]))
+        efs_role = iam.Role(self, "FileSystemAccessRole", assumed_by=principal)
+        efs_role.add_to_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "elasticfilesystem:ClientMount",
+                    "elasticfilesystem:ClientWrite",
+                    "elasticfilesystem:ClientRootAccess",
+                ],
+                resources=[file_system.file_system_arn],
+            )
+        )
+        source = datasync.CfnLocationS3(
+            self,
+            "Source",
+            s3_bucket_arn=bucket.bucket_arn,
+            subdirectory="/datasets/",
+            s3_config=datasync.CfnLocationS3.S3ConfigProperty(bucket_access_role_arn=bucket_role.role_arn),
+        )
+        destination = datasync.CfnLocationEFS(
+            self,
+            "Destination",
+            efs_filesystem_arn=file_system.file_system_arn,
+            access_point_arn=access_point.access_point_arn,
+            file_system_access_role_arn=efs_role.role_arn,
+            in_transit_encryption="TLS1_2",
+            ec2_config=datasync.CfnLocationEFS.Ec2ConfigProperty(
+                subnet_arn=f"arn:aws:ec2:{stack.region}:{stack.account}:subnet/{subnet.subnet_id}",
+                security_group_arns=[
+                    f"arn:aws:ec2:{stack.region}:{stack.account}:security-group/{security_group.security_group_id}"
+                ],
+            ),
+        )
+        self.task = datasync.CfnTask(
+            self,
+            "Task",
+            name=f"{stack.stack_name}-datasets-to-efs",
+            source_location_arn=source.attr_location_arn,
+            destination_location_arn=destination.attr_location_arn,
+            options=datasync.CfnTask.OptionsProperty(
+                verify_mode="ONLY_FILES_TRANSFERRED",
+                overwrite_mode="ALWAYS",
+                transfer_mode="CHANGED",
+                preserve_deleted_files="PRESERVE",
+                posix_permissions="NONE",
+                uid="NONE",
+                gid="NONE",
+            ),
+        )
+        acknowledge_wildcards(
+            bucket_role,
+            {
+                f"Resource::{cfn_ref(bucket)}/datasets/*": (
+                    "DataSync reads every object under the datasets/ prefix; the include filter of each start "
+                    "narrows it to one dataset."
+                ),
+            },
+        )

@@ -1,0 +1,132 @@
+"""The JSON a user starts an execution with, merged with the stage's defaults and validated.
+
+Minimal input (everything else comes from the stage's configuration)::
+
+    {"corpus": {"s3_uri": "s3://my-raw-bucket/pile/"}}
+
+Every field that the stage configuration has under ``preprocessing``, ``training`` and ``deploy`` can be
+given, plus the workflow's own ``corpus``, ``dataset``, ``run_name``, ``hyperparameters`` and
+``force_preprocess``. A bad value fails the Plan step with the same message synthesis would give,
+naming the field: ``training.instance_count: 0 is not valid; expected a positive integer``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+from infra.config import (
+    ConfigError,
+    DeployConfig,
+    PreprocessingConfig,
+    StageConfig,
+    TrainingConfig,
+    build_dataclass,
+    deep_merge,
+    validate,
+)
+
+CORPUS_SUFFIXES = (".jsonl", ".jsonl.zst", ".jsonl.gz", ".txt")
+# Hyperparameters the workflow derives from the input's fields; give those fields instead.
+RESERVED_HYPERPARAMETERS = {
+    "model_preset",
+    "sequence_length",
+    "global_batch_tokens",
+    "micro_batch_size",
+    "max_steps",
+    "precision",
+    "checkpoint_dir",
+    "engine",
+    "recompute",
+    "model_parallel_degree",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class CorpusInput:
+    """Where the raw text is.
+
+    Args:
+        s3_uri: a prefix holding .jsonl, .jsonl.zst, .jsonl.gz or .txt files (default: the raw bucket's root).
+        pile_set_names: keep only these ``meta.pile_set_name`` values, comma-separated (empty keeps all).
+        tokenizer_sample_files: input files, spread over the corpus, that the tokenizer job reads.
+        tokenizer_sample_bytes: text the tokenizer trains on, e.g. ``1G``.
+    """
+
+    s3_uri: str | None = None
+    pile_set_names: str = ""
+    tokenizer_sample_files: int = 2
+    tokenizer_sample_bytes: str = "1G"
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetInput:
+    """The tokenized dataset preprocessing writes (or that already exists under this name).
+
+    Args:
+        name: folder name of the dataset in the datasets bucket and on EFS.
+        tokenizer_s3_uri: an existing ``tokenizer.json`` to use instead of training one.
+    """
+
+    name: str = "pile"
+    tokenizer_s3_uri: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkflowInput:
+    """One execution's input after defaults are applied.
+
+    Args:
+        run_name: names the checkpoint folder; start a new execution with the same run_name to resume
+            a run from its last checkpoint (default: the execution's name).
+        hyperparameters: extra ``train.py`` hyperparameters, e.g. ``{"learning_rate": 3e-4}``.
+        force_preprocess: preprocess even when the dataset's manifest already exists.
+    """
+
+    corpus: CorpusInput = CorpusInput()
+    dataset: DatasetInput = DatasetInput()
+    preprocessing: PreprocessingConfig = dataclasses.field(default_factory=PreprocessingConfig)
+    training: TrainingConfig = dataclasses.field(default_factory=TrainingConfig)
+    deploy: DeployConfig = dataclasses.field(default_factory=DeployConfig)
+    run_name: str | None = None
+    hyperparameters: dict[str, Any] = dataclasses.field(default_factory=dict)
+    force_preprocess: bool = False
+
+
+def parse_input(raw: Any, stage: StageConfig) -> WorkflowInput:
+    """Merges ``raw`` over the stage's defaults and validates the result; raises ConfigError."""
+    if not isinstance(raw, dict):
+        raise ConfigError("input", raw, "a JSON object")
+    raw = dict(raw)
+    if isinstance(raw.get("deploy"), bool):  # {"deploy": true} is short for {"deploy": {"enabled": true}}
+        raw["deploy"] = {"enabled": raw["deploy"]}
+    defaults = {name: dataclasses.asdict(getattr(stage, name)) for name in ("preprocessing", "training", "deploy")}
+    parsed = build_dataclass(WorkflowInput, deep_merge(defaults, raw), "")
+    validate(
+        dataclasses.replace(stage, preprocessing=parsed.preprocessing, training=parsed.training, deploy=parsed.deploy)
+    )
+    _validate_workflow_fields(parsed)
+    return parsed
+
+
+def _validate_workflow_fields(parsed: WorkflowInput) -> None:
+    for field, uri in (
+        ("corpus.s3_uri", parsed.corpus.s3_uri),
+        ("dataset.tokenizer_s3_uri", parsed.dataset.tokenizer_s3_uri),
+    ):
+        if uri is not None and not re.fullmatch(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?", uri):
+            raise ConfigError(field, uri, "an s3://bucket/prefix URI")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", parsed.dataset.name):
+        raise ConfigError("dataset.name", parsed.dataset.name, "letters, digits, '.', '_' or '-', at most 64")
+    if parsed.run_name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}", parsed.run_name):
+        raise ConfigError("run_name", parsed.run_name, "letters, digits, '.', '_' or '-', at most 80")
+    if parsed.corpus.tokenizer_sample_files <= 0:
+        raise ConfigError("corpus.tokenizer_sample_files", parsed.corpus.tokenizer_sample_files, "a positive integer")
+    if not re.fullmatch(r"\d+[KMG]?", parsed.corpus.tokenizer_sample_bytes):
+        raise ConfigError(
+            "corpus.tokenizer_sample_bytes", parsed.corpus.tokenizer_sample_bytes, "a size like 500M or 1G"
+        )
+    for name in parsed.hyperparameters:
+        if name in RESERVED_HYPERPARAMETERS or name.startswith("sagemaker_"):
+            raise ConfigError(f"hyperparameters.{name}", parsed.hyperparameters[name], "the training.* field instead")

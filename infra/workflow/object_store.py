@@ -1,0 +1,65 @@
+"""The few object-store operations the Plan step needs, on S3 or on a local folder that stands in for it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+
+def split_uri(uri: str) -> tuple[str, str]:
+    """``s3://bucket/some/key`` -> (``bucket``, ``some/key``)."""
+    if not uri.startswith("s3://"):
+        raise ValueError(f"{uri!r} is not an s3:// URI")
+    bucket, _, key = uri[5:].partition("/")
+    return bucket, key
+
+
+class ObjectStore(Protocol):
+    def list(self, prefix_uri: str) -> list[tuple[str, int]]:
+        """(URI, size in bytes) of every object under the prefix, sorted by URI."""
+
+    def put_text(self, uri: str, text: str) -> None: ...
+
+
+class S3Store:
+    """The real thing, through boto3 (present in every Lambda Python runtime)."""
+
+    def __init__(self, client=None):
+        import boto3
+
+        self._s3 = client or boto3.client("s3")
+
+    def list(self, prefix_uri: str) -> list[tuple[str, int]]:
+        bucket, prefix = split_uri(prefix_uri)
+        objects = []
+        for page in self._s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            objects += [(f"s3://{bucket}/{o['Key']}", o["Size"]) for o in page.get("Contents", [])]
+        return sorted(objects)
+
+    def put_text(self, uri: str, text: str) -> None:
+        bucket, key = split_uri(uri)
+        self._s3.put_object(Bucket=bucket, Key=key, Body=text.encode())
+
+
+class FolderStore:
+    """``s3://bucket/key`` is the file ``<root>/bucket/key``: the local run's stand-in for S3."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+
+    def path(self, uri: str) -> Path:
+        bucket, key = split_uri(uri)
+        return self.root / bucket / key
+
+    def list(self, prefix_uri: str) -> list[tuple[str, int]]:
+        bucket, prefix = split_uri(prefix_uri)
+        base = self.root / bucket
+        if not base.is_dir():
+            return []
+        found = (p for p in base.rglob("*") if p.is_file() and p.relative_to(base).as_posix().startswith(prefix))
+        return sorted((f"s3://{bucket}/{p.relative_to(base).as_posix()}", p.stat().st_size) for p in found)
+
+    def put_text(self, uri: str, text: str) -> None:
+        path = self.path(uri)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)

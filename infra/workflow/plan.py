@@ -1,0 +1,107 @@
+"""The Plan step: validate the execution input, decide what to run, and build every request.
+
+``plan_execution`` is pure apart from the object store it is given (S3 in AWS, a folder locally).
+Its result lands at ``$.plan`` of the execution; the states read their requests from there.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from infra.config import ConfigError
+from infra.presets import ModelShape
+from infra.workflow import requests
+from infra.workflow.execution_input import CORPUS_SUFFIXES, WorkflowInput, parse_input
+from infra.workflow.names import resource_names
+from infra.workflow.object_store import ObjectStore
+from infra.workflow.settings import StackSettings
+
+
+class InputError(Exception):
+    """A bad execution input; the state machine's Catch turns it into the failure notification."""
+
+
+def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings, store: ObjectStore) -> dict[str, Any]:
+    """Returns the plan the state machine follows; raises InputError with a message naming the bad field."""
+    try:
+        inp = parse_input(raw_input, settings.stage_config)
+    except ConfigError as error:
+        raise InputError(str(error)) from error
+    names = resource_names(settings.job_prefix, execution_name)
+    run_name = inp.run_name or execution_name
+
+    dataset_ready = bool(store.list(requests.dataset_uri(settings, inp) + "manifests/"))
+    preprocess = inp.force_preprocess or not dataset_ready
+    tokenizer_ready = bool(inp.dataset.tokenizer_s3_uri) or bool(store.list(requests.tokenizer_dir_uri(settings, inp)))
+    train_tokenizer = preprocess and not tokenizer_ready
+
+    sample_manifest = f"s3://{settings.datasets_bucket}/inputs/{names['tokenizer']}/tokenizer-sample.manifest"
+    if preprocess:
+        corpus = _corpus_files(settings, inp, store)
+        if train_tokenizer:
+            store.put_text(sample_manifest, _sample_manifest(requests.corpus_uri(settings, inp), corpus, inp))
+
+    shape = inp.training.shape
+    return {
+        "names": names,
+        "run_name": run_name,
+        "preprocess": {"run": preprocess, "train_tokenizer": train_tokenizer, "dataset_ready": dataset_ready},
+        "stage_to_efs": inp.training.data_source == "efs",
+        "datasync_include": f"/{inp.dataset.name}/*",
+        "deploy": inp.deploy.enabled,
+        "dataset_uri": requests.dataset_uri(settings, inp),
+        "model_artifact_uri": requests.model_artifact_uri(settings, names["training"]),
+        "checkpoint_uri": f"s3://{settings.checkpoints_bucket}/{run_name}/",
+        "profiler_report_uri": requests.profiler_report_uri(settings, names["training"]),
+        "summary": _summary(inp, shape),
+        "requests": {
+            "tokenizer": requests.tokenizer_job_request(settings, inp, names["tokenizer"], sample_manifest),
+            "shards": requests.shards_job_request(settings, inp, names["shards"]),
+            "training": requests.training_job_request(settings, inp, names["training"], run_name),
+            "model": requests.model_request(settings, inp, names["model"], names["training"]),
+            "endpoint_config": requests.endpoint_config_request(
+                settings, inp, names["endpoint_config"], names["model"]
+            ),
+            "endpoint": requests.endpoint_request(settings, names["endpoint"], names["endpoint_config"]),
+        },
+    }
+
+
+def _corpus_files(settings: StackSettings, inp: WorkflowInput, store: ObjectStore) -> list[tuple[str, int]]:
+    uri = requests.corpus_uri(settings, inp)
+    files = [(u, size) for u, size in store.list(uri) if u.endswith(CORPUS_SUFFIXES)]
+    if not files:
+        raise InputError(f"corpus.s3_uri: no {', '.join(CORPUS_SUFFIXES)} files under {uri}; upload the corpus first")
+    if inp.preprocessing.instance_count > len(files):
+        raise InputError(
+            f"preprocessing.instance_count: {inp.preprocessing.instance_count} is not valid; expected at most "
+            f"{len(files)}, the number of corpus files (each instance receives whole files)"
+        )
+    return files
+
+
+def _sample_manifest(prefix: str, files: list[tuple[str, int]], inp: WorkflowInput) -> str:
+    """A SageMaker manifest of files spread evenly over the corpus, for the tokenizer job to read."""
+    k = min(inp.corpus.tokenizer_sample_files, len(files))
+    picks = sorted({round(i * (len(files) - 1) / max(k - 1, 1)) for i in range(k)})
+    return json.dumps([{"prefix": prefix}, *(files[i][0][len(prefix) :] for i in picks)])
+
+
+def _summary(inp: WorkflowInput, shape: ModelShape) -> dict[str, Any]:
+    train = inp.training
+    params = shape.parameters(inp.preprocessing.vocab_size, train.sequence_length)
+    return {
+        "model": f"{train.model_preset}: {shape.n_layer} layers x {shape.d_model} wide = {params / 1e6:,.1f} M params",
+        "parameters": params,
+        "steps": math.ceil(train.train_tokens / train.global_batch_tokens),
+        "cluster": f"{train.instance_count} x {train.instance_type}",
+    }
+
+
+def handler(event: dict, context: Any) -> dict[str, Any]:
+    """Lambda entry point. ``event`` is ``{"input": <execution input>, "execution_name": <name>}``."""
+    from infra.workflow.object_store import S3Store
+
+    return plan_execution(event.get("input"), event["execution_name"], StackSettings.from_env(), S3Store())

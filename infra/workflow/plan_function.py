@@ -1,0 +1,111 @@
+"""The Plan step's Lambda function: ``infra/workflow/plan.py`` with the modules it imports, nothing else."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from infra.nag import acknowledge_wildcards, cfn_ref
+from infra.presets import PRESETS_FILE
+from infra.source_bundle import BUILD_DIR, REPO_ROOT
+from infra.workflow.settings import SETTINGS_ENV
+
+# Standard library only: the modules the handler imports (a test checks the list is complete).
+PLAN_MODULES = (
+    "infra/__init__.py",
+    "infra/config.py",
+    "infra/instances.py",
+    "infra/presets.py",
+    "infra/images.py",
+    "infra/workflow/__init__.py",
+    "infra/workflow/execution_input.py",
+    "infra/workflow/metrics.py",
+    "infra/workflow/names.py",
+    "infra/workflow/object_store.py",
+    "infra/workflow/plan.py",
+    "infra/workflow/requests.py",
+    "infra/workflow/settings.py",
+)
+
+
+def build_plan_code(out_dir: Path = BUILD_DIR / "plan_function") -> Path:
+    """Copies the handler's modules, and the presets table it reads, into a folder in the repo's layout."""
+    shutil.rmtree(out_dir, ignore_errors=True)
+    for module in PLAN_MODULES:
+        target = out_dir / module
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REPO_ROOT / module, target)
+    presets = out_dir / PRESETS_FILE.relative_to(REPO_ROOT)
+    presets.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(PRESETS_FILE, presets)
+    return out_dir
+
+
+class PlanFunction(Construct):
+    """Validates the execution input, derives job names and builds the SageMaker requests.
+
+    Args:
+        settings: the stack's resources as a JSON-serializable dict (tokens allowed).
+        log_group: the function's log group (encrypted, with retention).
+        datasets: the datasets bucket, where it checks for manifests and writes the tokenizer's sample list.
+        raw: the raw bucket, whose corpus files it lists.
+        key: the data key (objects it writes are encrypted with it).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        settings: dict,
+        log_group: logs.ILogGroup,
+        datasets: s3.IBucket,
+        raw: s3.IBucket,
+        key: kms.IKey,
+    ) -> None:
+        super().__init__(scope, id)
+        role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            runtime=lambda_.Runtime.PYTHON_3_14,
+            handler="infra.workflow.plan.handler",
+            code=lambda_.Code.from_asset(str(build_plan_code())),
+            timeout=cdk.Duration.minutes(1),
+            memory_size=512,
+            role=role,
+            log_group=log_group,
+            tracing=lambda_.Tracing.ACTIVE,
+            environment={SETTINGS_ENV: cdk.Stack.of(self).to_json_string(settings)},
+            description="Plan step of the GPT pre-training workflow",
+        )
+        log_group.grant_write(role)
+        # It lists (manifests, tokenizers, corpus files) and writes one object: the tokenizer's sample list.
+        role.add_to_policy(
+            iam.PolicyStatement(actions=["s3:ListBucket"], resources=[datasets.bucket_arn, raw.bucket_arn])
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(actions=["s3:PutObject"], resources=[datasets.arn_for_objects("inputs/*")])
+        )
+        role.add_to_policy(iam.PolicyStatement(actions=["kms:GenerateDataKey"], resources=[key.key_arn]))
+        acknowledge_wildcards(
+            role,
+            {
+                "Resource::*": "X-Ray tracing (xray:PutTraceSegments, PutTelemetryRecords) has no resource-level permission.",
+                f"Resource::{cfn_ref(datasets)}/inputs/*": (
+                    "The function writes one object per execution under inputs/ (the tokenizer's sample list); "
+                    "its key contains the execution's job name."
+                ),
+                f"Resource::{cfn_ref(log_group)}:*": (
+                    "Lambda names log streams per instance; writes are limited to the function's own log group."
+                ),
+            },
+        )

@@ -1,0 +1,48 @@
+"""What the Plan step knows about the deployed stack: resource names and ids, fixed at deploy time."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any
+
+from infra.config import StageConfig, build_dataclass
+
+SETTINGS_ENV = "WORKFLOW_SETTINGS"
+
+
+@dataclasses.dataclass(frozen=True)
+class StackSettings:
+    """The stack's resources, passed to the Plan function as one JSON environment variable.
+
+    Args:
+        job_prefix: every SageMaker name starts with it; the state machine's IAM is scoped to it.
+        source_dir_uri: the training package's ``sourcedir.tar.gz``.
+        efs_datasets_path: the datasets directory on the file system (the DataSync access point's root).
+        stage: the stage configuration, whose values are the execution input's defaults.
+    """
+
+    region: str
+    account: str
+    job_prefix: str
+    role_arn: str
+    kms_key_arn: str
+    raw_bucket: str
+    datasets_bucket: str
+    checkpoints_bucket: str
+    models_bucket: str
+    file_system_id: str
+    efs_datasets_path: str
+    subnet_ids: list[str]
+    security_group_ids: list[str]
+    source_dir_uri: str
+    stage: dict[str, Any]
+
+    @property
+    def stage_config(self) -> StageConfig:
+        return build_dataclass(StageConfig, self.stage, "stage.")
+
+    @classmethod
+    def from_env(cls) -> StackSettings:
+        return cls(**json.loads(os.environ[SETTINGS_ENV]))

@@ -1,0 +1,376 @@
+"""The Step Functions state machine: Plan, Preprocess, Stage to EFS, Train, Deploy, Notify.
+
+Every SageMaker request comes whole from the Plan step (``$.plan.requests``); the states only decide
+the path and wait. aws-cdk-lib's SageMaker tasks cannot express most of the training request (EFS
+channels, checkpoints, spot, profiler...) and there is no processing-job task, so those states are
+``CustomState`` with the IAM the ``.sync`` integrations need written out below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import aws_stepfunctions_tasks as tasks
+from aws_cdk.aws_datasync import CfnTask
+from constructs import Construct
+
+from infra.nag import acknowledge_wildcards, cfn_ref
+from infra.workflow import requests
+
+SAGEMAKER_ERRORS_TO_RETRY = ["SageMaker.AmazonSageMakerException", "SageMaker.ThrottlingException"]
+AWS_SDK_ERRORS_TO_RETRY = ["States.Timeout", "ThrottlingException", "InternalException", "ServiceUnavailableException"]
+
+
+class Workflow(Construct):
+    """The state machine users start with a JSON input (see README), and its role.
+
+    Args:
+        plan_function: the Plan step's function.
+        job_prefix: the prefix of every SageMaker name; IAM is scoped to it.
+        execution_role_arn: the role SageMaker jobs run as (the only role the state machine may pass).
+        datasync_task: the task that stages datasets to EFS.
+        topic: where success and failure are announced.
+        log_group: the state machine's execution log.
+        log_level: ``ALL`` or ``ERROR``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        plan_function: lambda_.IFunction,
+        job_prefix: str,
+        execution_role_arn: str,
+        datasync_task: CfnTask,
+        topic: sns.ITopic,
+        log_group: logs.ILogGroup,
+        log_level: str = "ALL",
+    ) -> None:
+        super().__init__(scope, id)
+        self._prefix = job_prefix
+        self._datasync_task = datasync_task
+        self._datasync_task_arn = datasync_task.attr_task_arn
+        self._plan_function = plan_function
+        self._topic = topic
+        notify_failure = self._notify_failure()
+
+        plan = tasks.LambdaInvoke(
+            self,
+            "Plan",
+            lambda_function=plan_function,
+            payload_response_only=True,
+            result_path="$.plan",
+            payload=sfn.TaskInput.from_object(
+                {"input": sfn.JsonPath.object_at("$"), "execution_name": sfn.JsonPath.execution_name}
+            ),
+            retry_on_service_exceptions=True,
+        )
+        tokenizer = self._sagemaker_job(
+            "TrainTokenizer", "createProcessingJob", "tokenizer", requests.PROCESSING_FIELDS
+        )
+        shards = self._sagemaker_job("WriteShards", "createProcessingJob", "shards", requests.PROCESSING_FIELDS)
+        train = self._sagemaker_job(
+            "Train",
+            "createTrainingJob",
+            "training",
+            requests.TRAINING_FIELDS,
+            result_selector={
+                "TrainingJobName.$": "$.TrainingJobName",
+                "ModelArtifacts.$": "$.ModelArtifacts.S3ModelArtifacts",
+                "FinalMetrics.$": "$.FinalMetricDataList",
+                "TrainingTimeInSeconds.$": "$.TrainingTimeInSeconds",
+                "BillableTimeInSeconds.$": "$.BillableTimeInSeconds",
+            },
+        )
+        for state in (plan, tokenizer, shards, train):
+            state.add_catch(notify_failure, result_path="$.error")
+
+        notify_success = tasks.SnsPublish(
+            self,
+            "NotifySuccess",
+            topic=topic,
+            result_path=sfn.JsonPath.DISCARD,
+            subject="GPT pre-training succeeded",
+            message=sfn.TaskInput.from_text(
+                sfn.JsonPath.format(
+                    "Execution {} succeeded. Model: {}. Final metrics: {}. Training time: {} s (billed {} s). "
+                    "Checkpoints: {}. Profiler report: {}",
+                    sfn.JsonPath.execution_name,
+                    sfn.JsonPath.string_at("$.training.ModelArtifacts"),
+                    sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.training.FinalMetrics")),
+                    sfn.JsonPath.string_at("$.training.TrainingTimeInSeconds"),
+                    sfn.JsonPath.string_at("$.training.BillableTimeInSeconds"),
+                    sfn.JsonPath.string_at("$.plan.checkpoint_uri"),
+                    sfn.JsonPath.string_at("$.plan.profiler_report_uri"),
+                )
+            ),
+        )
+        notify_success.add_catch(notify_failure, result_path="$.error")
+        deploy = self._deploy(notify_success, notify_failure)
+
+        after_staging = train.next(
+            sfn.Choice(self, "Deploy?")
+            .when(sfn.Condition.boolean_equals("$.plan.deploy", True), deploy)
+            .otherwise(notify_success)
+        )
+        stage = (
+            sfn.Choice(self, "Stage to EFS?")
+            .when(sfn.Condition.boolean_equals("$.plan.stage_to_efs", True), self._stage_to_efs(train, notify_failure))
+            .otherwise(after_staging)
+        )
+        preprocess = (
+            sfn.Choice(self, "Preprocess?")
+            .when(
+                sfn.Condition.boolean_equals("$.plan.preprocess.run", True),
+                sfn.Choice(self, "Train tokenizer?")
+                .when(sfn.Condition.boolean_equals("$.plan.preprocess.train_tokenizer", True), tokenizer.next(shards))
+                .otherwise(shards),
+            )
+            .otherwise(stage)
+        )
+        shards.next(stage)
+
+        self.state_machine = sfn.StateMachine(
+            self,
+            "StateMachine",
+            definition_body=sfn.DefinitionBody.from_chainable(plan.next(preprocess)),
+            tracing_enabled=True,
+            logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel[log_level], include_execution_data=True),
+            comment="GPT pre-training: plan, preprocess, stage to EFS, train, deploy, notify",
+        )
+        self._grant(self.state_machine.role, execution_role_arn)
+
+    # ---- States ----------------------------------------------------------------------------------
+
+    def _sagemaker_job(
+        self,
+        id: str,
+        action: str,
+        request: str,
+        fields: Sequence[str],
+        *,
+        sync: bool = True,
+        result_selector: dict | None = None,
+        result_path: str | None = None,
+    ) -> sfn.CustomState:
+        """A Task state that sends ``$.plan.requests.<request>`` to SageMaker ``action``."""
+        state: dict = {
+            "Type": "Task",
+            "Resource": f"arn:{cdk.Aws.PARTITION}:states:::sagemaker:{action}{'.sync' if sync else ''}",
+            "Parameters": {f"{field}.$": f"$.plan.requests.{request}.{field}" for field in fields},
+            "ResultPath": result_path or f"$.{request}",
+            "Retry": [
+                {"ErrorEquals": SAGEMAKER_ERRORS_TO_RETRY, "IntervalSeconds": 10, "MaxAttempts": 5, "BackoffRate": 2}
+            ],
+        }
+        if result_selector:
+            state["ResultSelector"] = result_selector
+        return sfn.CustomState(self, id, state_json=state)
+
+    def _stage_to_efs(self, next_state: sfn.IChainable, notify_failure: sfn.IChainable) -> sfn.IChainable:
+        """DataSync has no .sync integration: start the task, then poll every 30 s until it ends."""
+        start = tasks.CallAwsService(
+            self,
+            "StartDataSync",
+            service="datasync",
+            action="startTaskExecution",
+            parameters={
+                "TaskArn": self._datasync_task_arn,
+                "Includes": [
+                    {"FilterType": "SIMPLE_PATTERN", "Value": sfn.JsonPath.string_at("$.plan.datasync_include")}
+                ],
+            },
+            iam_resources=[self._datasync_task_arn],
+            result_path="$.datasync",
+        )
+        wait = sfn.Wait(self, "WaitForDataSync", time=sfn.WaitTime.duration(cdk.Duration.seconds(30)))
+        describe = tasks.CallAwsService(
+            self,
+            "DescribeDataSync",
+            service="datasync",
+            action="describeTaskExecution",
+            parameters={"TaskExecutionArn": sfn.JsonPath.string_at("$.datasync.TaskExecutionArn")},
+            iam_resources=[f"{self._datasync_task_arn}/execution/*"],
+            result_path="$.datasync_status",
+            result_selector={"Status.$": "$.Status", "Result.$": "$.Result"},
+        )
+        failed = sfn.Pass(
+            self,
+            "DataSyncFailed",
+            result_path="$.error",
+            parameters={
+                "Error": "DataSync.Failed",
+                "Cause": sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.datasync_status.Result")),
+            },
+        )
+        for state in (start, describe):
+            state.add_retry(
+                errors=AWS_SDK_ERRORS_TO_RETRY, interval=cdk.Duration.seconds(5), max_attempts=5, backoff_rate=2
+            )
+            state.add_catch(notify_failure, result_path="$.error")
+        return (
+            start.next(wait)
+            .next(describe)
+            .next(
+                sfn.Choice(self, "DataSync done?")
+                .when(sfn.Condition.string_equals("$.datasync_status.Status", "SUCCESS"), next_state)
+                .when(sfn.Condition.string_equals("$.datasync_status.Status", "ERROR"), failed.next(notify_failure))
+                .otherwise(wait)
+            )
+        )
+
+    def _deploy(self, notify_success: sfn.IChainable, notify_failure: sfn.IChainable) -> sfn.IChainable:
+        """Model, endpoint configuration, endpoint; then poll until the endpoint is in service."""
+        model = self._sagemaker_job(
+            "CreateModel", "createModel", "model", requests.MODEL_FIELDS, sync=False, result_path="$.deployment.model"
+        )
+        config = self._sagemaker_job(
+            "CreateEndpointConfig",
+            "createEndpointConfig",
+            "endpoint_config",
+            requests.ENDPOINT_CONFIG_FIELDS,
+            sync=False,
+            result_path="$.deployment.endpoint_config",
+        )
+        endpoint = self._sagemaker_job(
+            "CreateEndpoint",
+            "createEndpoint",
+            "endpoint",
+            requests.ENDPOINT_FIELDS,
+            sync=False,
+            result_path="$.deployment.endpoint",
+        )
+        wait = sfn.Wait(self, "WaitForEndpoint", time=sfn.WaitTime.duration(cdk.Duration.seconds(60)))
+        describe = tasks.CallAwsService(
+            self,
+            "DescribeEndpoint",
+            service="sagemaker",
+            action="describeEndpoint",
+            parameters={"EndpointName": sfn.JsonPath.string_at("$.plan.names.endpoint")},
+            iam_resources=[self._arn("endpoint")],
+            result_path="$.deployment.status",
+        )
+        failed = sfn.Pass(
+            self,
+            "EndpointFailed",
+            result_path="$.error",
+            parameters={
+                "Error": "Endpoint.Failed",
+                "Cause": sfn.JsonPath.string_at("$.deployment.status.FailureReason"),
+            },
+        )
+        for state in (model, config, endpoint, describe):
+            state.add_catch(notify_failure, result_path="$.error")
+        describe.add_retry(
+            errors=AWS_SDK_ERRORS_TO_RETRY, interval=cdk.Duration.seconds(5), max_attempts=5, backoff_rate=2
+        )
+        return (
+            model.next(config)
+            .next(endpoint)
+            .next(wait)
+            .next(describe)
+            .next(
+                sfn.Choice(self, "Endpoint in service?")
+                .when(sfn.Condition.string_equals("$.deployment.status.EndpointStatus", "InService"), notify_success)
+                .when(
+                    sfn.Condition.string_equals("$.deployment.status.EndpointStatus", "Failed"),
+                    failed.next(notify_failure),
+                )
+                .otherwise(wait)
+            )
+        )
+
+    def _notify_failure(self) -> sfn.IChainable:
+        publish = tasks.SnsPublish(
+            self,
+            "NotifyFailure",
+            topic=self._topic,
+            result_path=sfn.JsonPath.DISCARD,
+            subject="GPT pre-training failed",
+            message=sfn.TaskInput.from_text(
+                sfn.JsonPath.format(
+                    "Execution {} failed. Error: {}. Cause: {}",
+                    sfn.JsonPath.execution_name,
+                    sfn.JsonPath.string_at("$.error.Error"),
+                    sfn.JsonPath.string_at("$.error.Cause"),
+                )
+            ),
+        )
+        return publish.next(sfn.Fail(self, "Failed", error_path="$.error.Error", cause_path="$.error.Cause"))
+
+    # ---- IAM ---------------------------------------------------------------------------------------
+
+    def _arn(self, kind: str) -> str:
+        return f"arn:{cdk.Aws.PARTITION}:sagemaker:{cdk.Aws.REGION}:{cdk.Aws.ACCOUNT_ID}:{kind}/{self._prefix}-*"
+
+    def _grant(self, role: iam.IRole, execution_role_arn: str) -> None:
+        """What the .sync SageMaker integrations need, scoped to this stack's job names and role."""
+        jobs = [self._arn("processing-job"), self._arn("training-job")]
+        hosting = [self._arn("model"), self._arn("endpoint-config"), self._arn("endpoint")]
+        statements = [
+            iam.PolicyStatement(
+                actions=[
+                    "sagemaker:CreateProcessingJob",
+                    "sagemaker:DescribeProcessingJob",
+                    "sagemaker:StopProcessingJob",
+                    "sagemaker:CreateTrainingJob",
+                    "sagemaker:DescribeTrainingJob",
+                    "sagemaker:StopTrainingJob",
+                    "sagemaker:AddTags",
+                    "sagemaker:ListTags",
+                ],
+                resources=jobs,
+            ),
+            iam.PolicyStatement(
+                actions=[
+                    "sagemaker:CreateModel",
+                    "sagemaker:CreateEndpointConfig",
+                    "sagemaker:CreateEndpoint",
+                    "sagemaker:DescribeEndpoint",
+                    "sagemaker:AddTags",
+                ],
+                resources=hosting,
+            ),
+            iam.PolicyStatement(
+                actions=["iam:PassRole"],
+                resources=[execution_role_arn],
+                conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}},
+            ),
+            iam.PolicyStatement(
+                actions=["events:PutTargets", "events:PutRule", "events:DescribeRule"],
+                resources=[
+                    f"arn:{cdk.Aws.PARTITION}:events:{cdk.Aws.REGION}:{cdk.Aws.ACCOUNT_ID}:rule/StepFunctionsGetEventsForSageMaker{kind}JobsRule"
+                    for kind in ("Training", "Processing")
+                ],
+            ),
+        ]
+        for statement in statements:
+            role.add_to_principal_policy(statement)
+        self._acknowledge(role)
+
+    def _acknowledge(self, role: iam.IRole) -> None:
+        arn = "arn:<AWS::Partition>:sagemaker:<AWS::Region>:<AWS::AccountId>"
+        reasons = {
+            f"Resource::{arn}:{kind}/{self._prefix}-*": (
+                "Job and endpoint names are derived per execution; access is limited to this stack's name prefix."
+            )
+            for kind in ("processing-job", "training-job", "model", "endpoint-config", "endpoint")
+        }
+        reasons["Resource::*"] = (
+            "X-Ray tracing (xray:PutTraceSegments, PutTelemetryRecords, GetSampling*) and CloudWatch Logs delivery "
+            "(logs:*LogDelivery*, Describe*) have no resource-level permissions."
+        )
+        reasons[f"Resource::{cfn_ref(self._datasync_task, 'TaskArn')}/execution/*"] = (
+            "DataSync names task executions at start; access is limited to executions of this stack's task."
+        )
+        reasons[f"Resource::{cfn_ref(self._plan_function)}:*"] = (
+            "Invoking any version of the Plan function (CDK's LambdaInvoke grant)."
+        )
+        acknowledge_wildcards(role, reasons)
