@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import modulefinder
 import shutil
+import sys
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -18,28 +20,23 @@ from infra.presets import PRESETS_FILE
 from infra.source_bundle import BUILD_DIR, REPO_ROOT
 from infra.workflow.settings import SETTINGS_ENV
 
-# Standard library only: the modules the handler imports (a test checks the list is complete).
-PLAN_MODULES = (
-    "infra/__init__.py",
-    "infra/config.py",
-    "infra/instances.py",
-    "infra/presets.py",
-    "infra/images.py",
-    "infra/workflow/__init__.py",
-    "infra/workflow/execution_input.py",
-    "infra/workflow/metrics.py",
-    "infra/workflow/names.py",
-    "infra/workflow/object_store.py",
-    "infra/workflow/plan.py",
-    "infra/workflow/requests.py",
-    "infra/workflow/settings.py",
-)
+HANDLER_MODULE = REPO_ROOT / "infra" / "workflow" / "plan.py"
+
+
+def plan_modules() -> list[Path]:
+    """The project's modules the handler imports, found by following its imports (standard library aside)."""
+    finder = modulefinder.ModuleFinder(path=[str(REPO_ROOT), *sys.path])
+    finder.run_script(str(HANDLER_MODULE))
+    files = {Path(m.__file__) for m in finder.modules.values() if m.__file__}
+    project = {f.relative_to(REPO_ROOT) for f in files if f.is_relative_to(REPO_ROOT / "infra")}
+    packages = {p / "__init__.py" for f in project for p in f.parents if p != Path(".")}
+    return sorted(project | packages | {HANDLER_MODULE.relative_to(REPO_ROOT)})
 
 
 def build_plan_code(out_dir: Path = BUILD_DIR / "plan_function") -> Path:
     """Copies the handler's modules, and the presets table it reads, into a folder in the repo's layout."""
     shutil.rmtree(out_dir, ignore_errors=True)
-    for module in PLAN_MODULES:
+    for module in plan_modules():
         target = out_dir / module
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(REPO_ROOT / module, target)
@@ -99,7 +96,7 @@ class PlanFunction(Construct):
         acknowledge_wildcards(
             role,
             {
-                "Resource::*": "X-Ray tracing (xray:PutTraceSegments, PutTelemetryRecords) has no resource-level permission.",
+                "Resource::*": "X-Ray's PutTraceSegments and PutTelemetryRecords have no resource-level permission.",
                 f"Resource::{cfn_ref(datasets)}/inputs/*": (
                     "The function writes one object per execution under inputs/ (the tokenizer's sample list); "
                     "its key contains the execution's job name."

@@ -1,0 +1,20 @@
+"""The Plan function's code bundle holds every module its handler imports, and needs nothing but the stdlib."""
+
+import subprocess
+import sys
+
+from infra.workflow.plan_function import build_plan_code
+
+
+def test_bundle_imports_with_the_standard_library_only(tmp_path):
+    code = build_plan_code(tmp_path / "plan")
+    probe = (
+        "import sys; sys.path.insert(0, '.');"
+        "import infra.workflow.plan as p, infra.presets as presets;"
+        "assert 'aws_cdk' not in sys.modules and 'boto3' not in sys.modules;"
+        "print(sorted(presets.model_presets()))"
+    )
+    # -S: no site-packages (as in Lambda, apart from boto3, which the handler imports only when called)
+    result = subprocess.run([sys.executable, "-S", "-c", probe], cwd=code, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "gpt3-1.3b" in result.stdout

@@ -1,0 +1,83 @@
+"""The Plan step against a folder standing in for S3: what it decides, what it refuses, what it writes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from infra.workflow.object_store import FolderStore
+from infra.workflow.plan import InputError, plan_execution
+
+
+@pytest.fixture
+def store(tmp_path) -> FolderStore:
+    store = FolderStore(tmp_path)
+    for i in range(5):
+        store.put_text(f"s3://raw-bucket/pile/{i:02d}.jsonl.zst", "x" * (i + 1))
+    store.put_text("s3://raw-bucket/pile/README.md", "not a corpus file")
+    return store
+
+
+def test_fresh_dataset_runs_every_preprocessing_step(settings, store):
+    plan = plan_execution({"corpus": {"s3_uri": "s3://raw-bucket/pile/"}}, "exec-1", settings, store)
+    assert plan["preprocess"] == {"run": True, "train_tokenizer": True, "dataset_ready": False}
+    assert plan["stage_to_efs"] is True and plan["deploy"] is False
+    assert plan["names"]["training"].startswith("gpt-dev-exec-1-")
+    assert plan["requests"]["training"]["TrainingJobName"] == plan["names"]["training"]
+    assert plan["checkpoint_uri"] == "s3://checkpoints-bucket/exec-1/"
+
+
+def test_tokenizer_sample_is_spread_over_the_corpus(settings, store):
+    plan = plan_execution(
+        {"corpus": {"s3_uri": "s3://raw-bucket/pile/", "tokenizer_sample_files": 3}}, "exec-1", settings, store
+    )
+    manifest_uri = plan["requests"]["tokenizer"]["ProcessingInputs"][1]["S3Input"]["S3Uri"]
+    manifest = json.loads(store.path(manifest_uri).read_text())
+    assert manifest == [{"prefix": "s3://raw-bucket/pile/"}, "00.jsonl.zst", "02.jsonl.zst", "04.jsonl.zst"]
+
+
+def test_existing_dataset_skips_preprocessing(settings, store):
+    store.put_text("s3://datasets-bucket/datasets/pile/manifests/algo-1.json", "{}")
+    plan = plan_execution({}, "exec-2", settings, store)
+    assert plan["preprocess"]["run"] is False
+    forced = plan_execution(
+        {"force_preprocess": True, "corpus": {"s3_uri": "s3://raw-bucket/pile/"}}, "e3", settings, store
+    )
+    assert forced["preprocess"]["run"] is True
+
+
+def test_existing_or_given_tokenizer_is_reused(settings, store):
+    given = {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "dataset": {"tokenizer_s3_uri": "s3://raw-bucket/tok.json"}}
+    assert plan_execution(given, "e", settings, store)["preprocess"]["train_tokenizer"] is False
+    store.put_text("s3://datasets-bucket/tokenizers/pile/tokenizer.json", "{}")
+    plan = plan_execution({"corpus": {"s3_uri": "s3://raw-bucket/pile/"}}, "e", settings, store)
+    assert plan["preprocess"] == {"run": True, "train_tokenizer": False, "dataset_ready": False}
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ([], "input: [] is not valid; expected a JSON object"),
+        ({"training": {"instance_count": 0}}, "training.instance_count: 0 is not valid"),
+        ({"training": {"model_preset": "gpt5"}}, "training.model_preset: 'gpt5' is not valid"),
+        ({"traning": {}}, "did you mean 'training'"),
+        ({"corpus": {"s3_uri": "/local/path"}}, "corpus.s3_uri: '/local/path' is not valid; expected an s3://"),
+        ({"dataset": {"name": "../escape"}}, "dataset.name: '../escape' is not valid"),
+        ({"hyperparameters": {"max_steps": 10}}, "hyperparameters.max_steps: 10 is not valid; expected the training"),
+        ({"hyperparameters": {"learning_rate": [1]}}, "hyperparameters.learning_rate: [1] is not valid"),
+        ({"corpus": {"s3_uri": "s3://raw-bucket/empty/"}}, "corpus.s3_uri: no .jsonl"),
+        ({"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "preprocessing": {"instance_count": 6}}, "expected at most 5"),
+    ],
+)
+def test_bad_input_names_the_field(settings, store, raw, message):
+    with pytest.raises(InputError, match=None) as error:
+        plan_execution(raw, "exec", settings, store)
+    assert message in str(error.value)
+
+
+def test_deploy_shorthand_and_extra_hyperparameters(settings, store):
+    raw = {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "deploy": True, "hyperparameters": {"learning_rate": 6e-4}}
+    plan = plan_execution(raw, "exec", settings, store)
+    assert plan["deploy"] is True
+    assert plan["requests"]["training"]["HyperParameters"]["learning_rate"] == "0.0006"

@@ -1,0 +1,118 @@
+"""The SageMaker requests, checked field by field without synthesizing anything."""
+
+from __future__ import annotations
+
+import json
+
+from infra.workflow import requests
+from infra.workflow.execution_input import parse_input
+from infra.workflow.metrics import METRIC_DEFINITIONS
+
+
+def training(settings, **fields):
+    inp = parse_input({"training": fields}, settings.stage_config)
+    return requests.training_job_request(settings, inp, "gpt-dev-run-abc123-trn", "run")
+
+
+def test_training_reads_the_dataset_from_efs_read_only_inside_the_vpc(settings):
+    request = training(settings)
+    assert set(request) == set(requests.TRAINING_FIELDS)
+    assert request["InputDataConfig"] == [
+        {
+            "ChannelName": "train",
+            "DataSource": {
+                "FileSystemDataSource": {
+                    "FileSystemId": "fs-0123456789abcdef0",
+                    "FileSystemType": "EFS",
+                    "DirectoryPath": "/datasets/pile",
+                    "FileSystemAccessMode": "ro",
+                }
+            },
+            "InputMode": "File",
+        }
+    ]
+    assert request["VpcConfig"] == {"SecurityGroupIds": ["sg-jobs"], "Subnets": ["subnet-a", "subnet-b"]}
+
+
+def test_s3_data_source_uses_fast_file_mode(settings):
+    (channel,) = training(settings, data_source="s3")["InputDataConfig"]
+    assert channel["InputMode"] == "FastFile"
+    assert channel["DataSource"]["S3DataSource"]["S3Uri"] == "s3://datasets-bucket/datasets/pile/"
+
+
+def test_hyperparameters_are_json_encoded_as_the_sdk_does(settings):
+    hps = training(settings)["HyperParameters"]
+    assert all(isinstance(v, str) for v in hps.values())
+    assert hps["model_preset"] == '"gpt3-125m"'
+    assert hps["sagemaker_program"] == '"train.py"'
+    assert hps["sagemaker_submit_directory"] == '"s3://cdk-assets/abc.gz"'
+    assert hps["sagemaker_multi_worker_mirrored_strategy_enabled"] == "true"
+    assert json.loads(hps["global_batch_tokens"]) == 524_288
+    # dev trains 1e9 tokens at 524,288 a step: ceil(1907.3) = 1908 steps
+    assert hps["max_steps"] == "1908"
+
+
+def test_mpi_engine_sets_one_process_per_gpu(settings):
+    hps = training(settings, data_parallel_engine="mpi")["HyperParameters"]
+    assert hps["sagemaker_mpi_enabled"] == "true"
+    assert hps["sagemaker_mpi_num_of_processes_per_host"] == "4"  # ml.g5.12xlarge: 4 x A10G
+    assert "sagemaker_multi_worker_mirrored_strategy_enabled" not in hps
+
+
+def test_spot_training_waits_longer_than_it_runs_and_checkpoints(settings):
+    request = training(settings, spot=True, max_run_hours=10)
+    assert request["EnableManagedSpotTraining"] is True
+    assert request["StoppingCondition"] == {"MaxRuntimeInSeconds": 36_000, "MaxWaitTimeInSeconds": 72_000}
+    assert request["CheckpointConfig"] == {"S3Uri": "s3://checkpoints-bucket/run/", "LocalPath": "/opt/ml/checkpoints"}
+    on_demand = training(settings, spot=False, max_run_hours=10)
+    assert on_demand["StoppingCondition"] == {"MaxRuntimeInSeconds": 36_000}
+
+
+def test_volumes_outputs_and_traffic_are_encrypted(settings):
+    request = training(settings)
+    key = settings.kms_key_arn
+    assert request["ResourceConfig"]["VolumeKmsKeyId"] == key
+    assert request["OutputDataConfig"]["KmsKeyId"] == key
+    assert request["EnableInterContainerTrafficEncryption"] is True
+    assert request["AlgorithmSpecification"]["MetricDefinitions"] == METRIC_DEFINITIONS
+    assert request["AlgorithmSpecification"]["TrainingImage"].endswith(
+        "tensorflow-training:2.21.0-gpu-py312-cu129-amzn2023-sagemaker"
+    )
+
+
+def test_shards_job_splits_the_corpus_by_file_across_instances(settings):
+    inp = parse_input({"corpus": {"s3_uri": "s3://raw-bucket/pile/"}}, settings.stage_config)
+    request = requests.shards_job_request(settings, inp, "gpt-dev-x-shd")
+    assert set(request) == set(requests.PROCESSING_FIELDS)
+    raw, tokenizer = request["ProcessingInputs"][1:]
+    assert raw["S3Input"]["S3Uri"] == "s3://raw-bucket/pile/"
+    assert raw["S3Input"]["S3DataDistributionType"] == "ShardedByS3Key"
+    assert tokenizer["S3Input"]["S3Uri"] == "s3://datasets-bucket/tokenizers/pile/tokenizer.json"
+    assert request["ProcessingResources"]["ClusterConfig"]["InstanceCount"] == 2  # dev stage
+    args = request["AppSpecification"]["ContainerArguments"]
+    assert args[0] == "shards"
+    assert args[args.index("--sequence_length") + 1] == "2048"
+    assert request["ProcessingOutputConfig"]["Outputs"][0]["S3Output"]["S3Uri"] == "s3://datasets-bucket/datasets/pile/"
+
+
+def test_tokenizer_job_reads_only_the_sample_manifest(settings):
+    inp = parse_input({}, settings.stage_config)
+    request = requests.tokenizer_job_request(settings, inp, "gpt-dev-x-tok", "s3://datasets-bucket/inputs/m.manifest")
+    raw = request["ProcessingInputs"][1]["S3Input"]
+    assert (raw["S3DataType"], raw["S3Uri"]) == ("ManifestFile", "s3://datasets-bucket/inputs/m.manifest")
+    assert request["ProcessingResources"]["ClusterConfig"]["InstanceCount"] == 1
+    assert (
+        request["ProcessingOutputConfig"]["Outputs"][0]["S3Output"]["S3Uri"] == "s3://datasets-bucket/tokenizers/pile/"
+    )
+
+
+def test_hosting_requests_point_at_the_training_jobs_artifact(settings):
+    inp = parse_input({"deploy": True}, settings.stage_config)
+    model = requests.model_request(settings, inp, "m", "gpt-dev-run-abc123-trn")
+    assert model["PrimaryContainer"]["ModelDataUrl"] == (
+        "s3://models-bucket/training/gpt-dev-run-abc123-trn/output/model.tar.gz"
+    )
+    config = requests.endpoint_config_request(settings, inp, "c", "m")
+    assert config["ProductionVariants"][0]["ModelName"] == "m"
+    assert config["KmsKeyId"] == settings.kms_key_arn
+    assert set(requests.endpoint_request(settings, "e", "c")) == set(requests.ENDPOINT_FIELDS)

@@ -1,0 +1,108 @@
+"""The synthesized state machine: valid ASL, requests wired field by field, IAM for the .sync integrations."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from aws_cdk.assertions import Template
+
+from infra.workflow import requests
+from local.definition import resolve_definition
+from tests.synth import ROOT, synth_template
+
+SAGEMAKER_STATES = {
+    "TrainTokenizer": ("createProcessingJob.sync", "tokenizer", requests.PROCESSING_FIELDS),
+    "WriteShards": ("createProcessingJob.sync", "shards", requests.PROCESSING_FIELDS),
+    "Train": ("createTrainingJob.sync", "training", requests.TRAINING_FIELDS),
+    "CreateModel": ("createModel", "model", requests.MODEL_FIELDS),
+    "CreateEndpointConfig": ("createEndpointConfig", "endpoint_config", requests.ENDPOINT_CONFIG_FIELDS),
+    "CreateEndpoint": ("createEndpoint", "endpoint", requests.ENDPOINT_FIELDS),
+}
+
+
+@pytest.fixture(scope="module")
+def definition() -> dict:
+    return resolve_definition(synth_template("dev"), "us-east-1", "123456789012")
+
+
+def test_definition_passes_asl_validator(definition: dict, tmp_path: Path):
+    path = tmp_path / "definition.json"
+    path.write_text(json.dumps(definition))
+    result = subprocess.run(
+        [str(ROOT / "node_modules/.bin/node"), str(ROOT / "node_modules/.bin/asl-validator"), "--json-path", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_asl_validator_rejects_a_broken_definition(definition: dict, tmp_path: Path):
+    broken = json.loads(json.dumps(definition))
+    broken["States"]["Plan"]["Next"] = "NoSuchState"
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(broken))
+    result = subprocess.run(
+        [str(ROOT / "node_modules/.bin/node"), str(ROOT / "node_modules/.bin/asl-validator"), "--json-path", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+
+
+@pytest.mark.parametrize("state", SAGEMAKER_STATES)
+def test_sagemaker_states_pass_every_field_the_builder_returns(definition: dict, state: str):
+    action, request, fields = SAGEMAKER_STATES[state]
+    task = definition["States"][state]
+    assert task["Resource"] == f"arn:aws:states:::sagemaker:{action}"
+    assert task["Parameters"] == {f"{f}.$": f"$.plan.requests.{request}.{f}" for f in fields}
+    assert any(c["Next"] == "NotifyFailure" for c in task["Catch"])
+
+
+def test_every_task_routes_failures_to_the_notification(definition: dict):
+    tasks = {name: s for name, s in definition["States"].items() if s["Type"] == "Task" and name != "NotifyFailure"}
+    assert len(tasks) >= 10
+    for name, state in tasks.items():
+        assert [c["Next"] for c in state.get("Catch", [])] == ["NotifyFailure"], name
+    assert definition["States"]["NotifyFailure"]["Next"] == "Failed"
+    assert definition["States"]["Failed"]["Type"] == "Fail"
+
+
+def test_state_machine_role_has_the_sync_integration_iam(dev_template: Template):
+    statements = [
+        s
+        for p in dev_template.find_resources("AWS::IAM::Policy").values()
+        if "StateMachine" in json.dumps(p["Properties"]["Roles"])
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    by_action = {a: s for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    assert by_action["iam:PassRole"]["Condition"] == {
+        "StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}
+    }
+    assert "SageMakerExecution" in json.dumps(by_action["iam:PassRole"]["Resource"])
+    for action in (
+        "sagemaker:CreateTrainingJob",
+        "sagemaker:DescribeTrainingJob",
+        "sagemaker:StopTrainingJob",
+        "sagemaker:CreateProcessingJob",
+        "sagemaker:DescribeProcessingJob",
+        "sagemaker:StopProcessingJob",
+    ):
+        assert "gpt-dev-*" in json.dumps(by_action[action]["Resource"]), action
+    rules = json.dumps(by_action["events:PutRule"]["Resource"])
+    assert "StepFunctionsGetEventsForSageMakerTrainingJobsRule" in rules
+    assert "StepFunctionsGetEventsForSageMakerProcessingJobsRule" in rules
+
+
+def test_state_machine_is_traced_and_logs_execution_data(dev_template: Template):
+    dev_template.has_resource_properties(
+        "AWS::StepFunctions::StateMachine",
+        {
+            "TracingConfiguration": {"Enabled": True},
+            "LoggingConfiguration": {"IncludeExecutionData": True, "Level": "ALL"},
+        },
+    )
