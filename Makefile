@@ -15,7 +15,7 @@ STAGE ?= dev
 .PHONY: run test synth diff deploy destroy lint bench install clean
 
 run: install ## The main job: synthesize and run the workflow locally
-	$(PY) -m local.summary --stage $(STAGE)
+	$(PY) -m local.run --stage $(STAGE) $(if $(INPUT),--input $(INPUT))
 
 test: install ## The whole test suite
 	$(PY) -m pytest -q

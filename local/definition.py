@@ -28,25 +28,25 @@ def find_state_machine(template: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return machines[0]
 
 
+def resolve_value(value: Any, region: str, account: str, name_of: Callable[[str, str | None], str] = local_arn) -> str:
+    """A template string value (plain, ``Ref``, ``Fn::GetAtt`` or ``Fn::Join`` of those) as a plain string."""
+    pseudo = {**PSEUDO_PARAMETERS, "AWS::Region": region, "AWS::AccountId": account}
+    if isinstance(value, str):
+        return value
+    if "Ref" in value:
+        return pseudo.get(value["Ref"]) or name_of(value["Ref"], None)
+    if "Fn::GetAtt" in value:
+        logical_id, attribute = value["Fn::GetAtt"]
+        return name_of(logical_id, attribute)
+    if "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return separator.join(resolve_value(p, region, account, name_of) for p in parts)
+    raise ValueError(f"cannot resolve {value!r}")
+
+
 def resolve_definition(
     template: dict[str, Any], region: str, account: str, name_of: Callable[[str, str | None], str] = local_arn
 ) -> dict[str, Any]:
     """The state machine's definition as a dict, every reference replaced by ``name_of(logical_id, attribute)``."""
-    pseudo = {**PSEUDO_PARAMETERS, "AWS::Region": region, "AWS::AccountId": account}
-
-    def resolve(part: Any) -> str:
-        if isinstance(part, str):
-            return part
-        if "Ref" in part:
-            return pseudo.get(part["Ref"]) or name_of(part["Ref"], None)
-        if "Fn::GetAtt" in part:
-            logical_id, attribute = part["Fn::GetAtt"]
-            return name_of(logical_id, attribute)
-        raise ValueError(f"cannot resolve {part!r} in the state machine definition")
-
     _, machine = find_state_machine(template)
-    definition = machine["Properties"]["DefinitionString"]
-    if isinstance(definition, dict):
-        separator, parts = definition["Fn::Join"]
-        definition = separator.join(resolve(p) for p in parts)
-    return json.loads(definition)
+    return json.loads(resolve_value(machine["Properties"]["DefinitionString"], region, account, name_of))

@@ -1,64 +1,96 @@
-"""``make run`` until the local workflow run exists: synthesize the stage with the CDK CLI and summarize it."""
+"""The end of a local run: what was made, how training went, where everything is."""
 
 from __future__ import annotations
 
-import argparse
 import json
-import subprocess
-import sys
-from collections import Counter
+import re
 from pathlib import Path
+from typing import Any
 
-from infra.app import stack_name
-from infra.config import ConfigError, load_stage_config
+from infra.workflow.object_store import FolderStore
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def synthesize(stage: str, outdir: Path) -> dict:
-    """Runs ``cdk synth`` (cdk-nag included) and returns the stack's template."""
-    cdk = ROOT / "node_modules" / ".bin" / "cdk"
-    subprocess.run([str(cdk), "synth", "-q", "-c", f"stage={stage}", "--output", str(outdir)], cwd=ROOT, check=True)
-    context = json.loads((ROOT / "cdk.json").read_text())["context"]
-    config = load_stage_config({**context, "stage": stage})
-    return json.loads((outdir / f"{stack_name(config)}.template.json").read_text())
+TRAIN_LINE = re.compile(r"\[train\] step=(\d+) loss=([0-9.eE+-]+)")
+VALID_LINE = re.compile(r"\[valid\] step=(\d+) val_loss=([0-9.eE+-]+) val_ppl=([0-9.eE+-]+|inf)")
 
 
-def describe(stage: str, template: dict) -> str:
-    context = json.loads((ROOT / "cdk.json").read_text())["context"]
-    config = load_stage_config({**context, "stage": stage})
-    train, shape = config.training, config.training.shape
-    params = shape.parameters(config.preprocessing.vocab_size, train.sequence_length)
-    kinds = Counter(r["Type"] for r in template["Resources"].values())
-    lines = [
-        f"Stage {config.name}: account {config.account}, region {config.region}",
-        f"Model {train.model_preset}: {shape.n_layer} layers x {shape.d_model} wide, {shape.n_head} heads "
-        f"= {params / 1e6:,.1f} M parameters",
-        f"Training: {train.instance_count} x {train.instance_type} ({train.data_parallel_replicas} replicas), "
-        f"{train.precision}, global batch {train.global_batch_tokens:,} tokens, spot {'on' if train.spot else 'off'}",
-        f"Preprocessing: {config.preprocessing.instance_count} x {config.preprocessing.instance_type}, "
-        f"vocabulary {config.preprocessing.vocab_size:,}, shards of {config.preprocessing.shard_size_mb} MB",
-        f"Network: {'isolated (VPC endpoints)' if config.network.isolated else f'{config.network.nat_gateways} NAT'}; "
-        f"data {'retained' if config.storage.retain_data else 'deleted'} on destroy",
-        f"Template: {sum(kinds.values())} resources; cdk-nag AwsSolutions passed",
-        *(f"  {count:3d} {kind}" for kind, count in sorted(kinds.items())),
+def training_log(execution_dir: Path, job_name: str) -> list[str]:
+    log = execution_dir / "jobs" / job_name / "logs" / "algo-1.log"
+    return log.read_text().splitlines() if log.is_file() else []
+
+
+def loss_curve(lines: list[str], path: Path) -> Path | None:
+    """A PNG of training and validation loss against the step; None when there is nothing to draw."""
+    train = [(int(m[1]), float(m[2])) for m in map(TRAIN_LINE.search, lines) if m]
+    valid = [(int(m[1]), float(m[2])) for m in map(VALID_LINE.search, lines) if m]
+    if not train:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 4))
+    axes.plot(*zip(*train, strict=True), label="training loss")
+    if valid:
+        axes.plot(*zip(*valid, strict=True), "o-", label="validation loss")
+    axes.set(xlabel="step", ylabel="cross-entropy (nats)", title="Local run: GPT training loss")
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def dataset_totals(store: FolderStore, dataset_uri: str) -> dict[str, Any]:
+    totals = {"tokens": 0, "documents": 0, "skipped": {}}
+    for uri, _ in store.list(dataset_uri + "manifests/"):
+        part = json.loads(store.path(uri).read_text())
+        totals["tokens"] += part.get("totals", {}).get("tokens_written", 0)
+        totals["documents"] += part.get("documents_read", 0)
+        for reason, count in part.get("documents_skipped", {}).items():
+            totals["skipped"][reason] = totals["skipped"].get(reason, 0) + count
+    return totals
+
+
+def summarize(result: dict[str, Any], store: FolderStore, execution_dir: Path, seconds: float) -> str:
+    if result["status"] != "SUCCEEDED":
+        return (
+            f"\nExecution FAILED after {seconds:.0f} s: {result.get('error')}\n  {result.get('cause')}\n"
+            f"  Jobs' logs: {execution_dir / 'jobs'}"
+        )
+    output = result["output"]
+    plan = output["plan"]
+    lines = training_log(execution_dir, plan["names"]["training"])
+    train = [float(m[2]) for m in map(TRAIN_LINE.search, lines) if m]
+    valid = [m for m in map(VALID_LINE.search, lines) if m]
+    samples = [line.split("[sample]", 1)[1].strip() for line in lines if "[sample]" in line]
+    totals = dataset_totals(store, plan["dataset_uri"])
+    curve = loss_curve(lines, execution_dir / "loss.png")
+    report = [
+        f"\nExecution SUCCEEDED in {seconds:.0f} s",
+        f"  Model          {plan['summary']['model']}",
+        f"  Dataset        {totals['tokens']:,} tokens from {totals['documents']:,} documents"
+        + (f" (skipped: {totals['skipped']})" if totals["skipped"] else "")
+        + ("" if plan["preprocess"]["run"] else " (existing dataset, preprocessing skipped)"),
     ]
-    return "\n".join(lines)
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--stage", default="dev")
-    parser.add_argument("--outdir", type=Path, default=ROOT / "cdk.out")
-    args = parser.parse_args()
-    try:
-        template = synthesize(args.stage, args.outdir)
-        print(describe(args.stage, template))
-    except (ConfigError, subprocess.CalledProcessError) as error:
-        print(f"Synthesis failed: {error}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    if train:
+        report.append(f"  Training loss  {train[0]:.3f} at the first log line -> {train[-1]:.3f} at the last")
+    if valid:
+        report.append(
+            f"  Validation     loss {float(valid[-1][2]):.3f}, perplexity {valid[-1][3]} at step {valid[-1][1]}"
+        )
+    report += [
+        f"  Model archive  {store.path(output['training']['ModelArtifacts'])}",
+        f"  Tokenizer      {store.path(plan['dataset_uri'] + 'tokenizer.json')}",
+        f"  Checkpoints    {store.path(plan['checkpoint_uri'])}",
+    ]
+    if curve:
+        report.append(f"  Loss curve     {curve}")
+    if samples:
+        report.append(f"  Sample         {samples[-1][:300]!r}")
+    if "deployment" in output:
+        response = output["deployment"]["status"].get("Response")
+        report.append(
+            f"  Endpoint       {output['deployment']['status']['EndpointStatus']}: {json.dumps(response)[:300]}"
+        )
+    return "\n".join(report)

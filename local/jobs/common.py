@@ -1,0 +1,127 @@
+"""What processing and training jobs share here: the job folder, object copies, hosts as processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from infra.workflow.object_store import FolderStore, split_uri
+
+CONTAINER_ROOT = "/opt/ml"
+REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+class JobFailed(Exception):
+    """A job ended in status Failed; Step Functions reports a failed .sync task as States.TaskFailed."""
+
+    error = "States.TaskFailed"
+
+
+def in_host(value: str, host_dir: Path) -> str:
+    """A container path as it is on this machine: ``/opt/ml/model`` -> ``<host_dir>/model``."""
+    return value.replace(CONTAINER_ROOT, str(host_dir))
+
+
+def copy_objects(store: FolderStore, objects: list[tuple[str, str]], dest: Path) -> None:
+    """Copies (uri, relative path) pairs from the store into ``dest``."""
+    for uri, relative in objects:
+        target = dest / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(store.path(uri), target)
+
+
+def objects_under(store: FolderStore, uri: str) -> list[tuple[str, str]]:
+    """An S3Prefix as SageMaker reads it: every object under the prefix, relative to it (a single key: its name)."""
+    found = store.list(uri)
+    if len(found) == 1 and found[0][0] == uri:
+        return [(uri, uri.rsplit("/", 1)[-1])]
+    prefix = uri if uri.endswith("/") else uri.rsplit("/", 1)[0] + "/"
+    return [(u, u[len(prefix) :]) for u, _ in found]
+
+
+def objects_in_manifest(store: FolderStore, manifest_uri: str) -> list[tuple[str, str]]:
+    """A SageMaker ManifestFile: ``[{"prefix": "s3://b/p/"}, "key1", ...]``."""
+    entries = json.loads(store.path(manifest_uri).read_text())
+    prefix = entries[0]["prefix"]
+    return [(prefix + key, key) for key in entries[1:]]
+
+
+def upload_folder(store: FolderStore, folder: Path, uri: str) -> None:
+    bucket, key = split_uri(uri if uri.endswith("/") else uri + "/")
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        target = store.path(f"s3://{bucket}/{key}{path.relative_to(folder).as_posix()}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+
+
+def extract_archive(archive: Path, dest: Path) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archive, "r:gz") as tar:
+        tar.extractall(dest, filter="data")
+
+
+def local_environment(extra: dict[str, str]) -> dict[str, str]:
+    """This machine's environment for a job process: the project's venv first, no network for pip."""
+    env = {**os.environ, **extra}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["PIP_NO_INDEX"] = "1"  # the local run never reaches a package index
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+@dataclass
+class Host:
+    """One "instance" of a job: a process with its own folder."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    lines: list[str] = field(default_factory=list)
+
+
+def run_hosts(hosts: list[Host], log_dir: Path, echo: bool = True) -> dict[str, int]:
+    """Starts every host at once, streams their output (prefixed by host), stops all if one fails."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    processes = {}
+    threads = []
+    for host in hosts:
+        process = subprocess.Popen(
+            host.argv, cwd=host.cwd, env=host.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            bufsize=1, start_new_session=True,
+        )  # fmt: skip
+        processes[host.name] = process
+        thread = threading.Thread(target=_pump, args=(process, host, log_dir / f"{host.name}.log", echo), daemon=True)
+        thread.start()
+        threads.append(thread)
+    codes: dict[str, int] = {}
+    while len(codes) < len(processes):
+        for name, process in processes.items():
+            if name not in codes and process.poll() is not None:
+                codes[name] = process.returncode
+        if any(code != 0 for code in codes.values()):  # one host failed: the job fails, the others stop
+            for name, process in processes.items():
+                if name not in codes:
+                    process.terminate()
+                    codes[name] = process.wait()
+        time.sleep(0.2)
+    for thread in threads:
+        thread.join(timeout=5)
+    return codes
+
+
+def _pump(process: subprocess.Popen, host: Host, log: Path, echo: bool) -> None:
+    with log.open("w") as out:
+        for line in process.stdout:
+            host.lines.append(line)
+            out.write(line)
+            if echo:
+                print(f"    [{host.name}] {line}", end="", flush=True)

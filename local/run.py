@@ -1,0 +1,98 @@
+"""``make run``: synthesize the stack and run its state machine on this machine, end to end, no AWS account.
+
+    python -m local.run [--input my-input.json] [--execution-name NAME] [--stage dev]
+
+1. ``cdk synth`` writes the template (cdk-nag included) and the assets, as for a deployment;
+2. the assets are "published" to a folder that stands in for S3 (``runs/s3``), with a sample corpus;
+3. the state machine definition is taken from the template, its references resolved to local names, and
+   run by a real ASL interpreter whose Task states call the local handlers (``local/tasks.py``);
+4. a summary: tokens, losses, where the model, tokenizer, checkpoints and a loss curve are.
+
+Any field of the execution input can be overridden with ``--input`` (``make run INPUT=file.json``);
+give the same ``run_name`` again to resume a run from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from infra.app import stack_name
+from infra.config import deep_merge, load_stage_config
+from infra.workflow.object_store import FolderStore
+from local.corpus import write_corpus
+from local.stack import LocalStack
+from local.summary import summarize
+from local.tasks import RunContext
+
+ROOT = Path(__file__).resolve().parent.parent
+NODE = ROOT / "node_modules" / ".bin" / "node"
+CDK = ROOT / "node_modules" / ".bin" / "cdk"
+DEFAULT_INPUT = Path(__file__).with_name("default-input.json")
+
+
+def synthesize(stage: str, cdk_out: Path) -> str:
+    """``cdk synth`` into ``cdk_out``; returns the stack's name."""
+    print(f"Synthesizing stage {stage} (cdk-nag on) ...", flush=True)
+    subprocess.run([str(CDK), "synth", "-q", "-c", f"stage={stage}", "--output", str(cdk_out)], cwd=ROOT, check=True)
+    context = json.loads((ROOT / "cdk.json").read_text())["context"]
+    return stack_name(load_stage_config({**context, "stage": stage}))
+
+
+def read_input(path: Path | None) -> dict:
+    data = json.loads(DEFAULT_INPUT.read_text())
+    if path:
+        data = deep_merge(data, json.loads(path.read_text()))
+    return data
+
+
+def run(stage: str, input_path: Path | None, execution_name: str, runs: Path) -> int:
+    cdk_out = runs / "cdk.out"
+    name = synthesize(stage, cdk_out)
+    stack = LocalStack.load(cdk_out, name)
+    store = FolderStore(runs / "s3")
+    stack.publish_assets(store)
+    raw_bucket = stack.settings().raw_bucket
+    if not store.list(f"s3://{raw_bucket}/"):
+        paths = write_corpus(store.path(f"s3://{raw_bucket}/sample/"))
+        print(f"Wrote a sample corpus of {len(paths)} jsonl.zst files to s3://{raw_bucket}/sample/", flush=True)
+
+    execution_dir = runs / "executions" / execution_name
+    execution_dir.mkdir(parents=True, exist_ok=True)
+    context = RunContext(str(cdk_out), name, str(runs / "s3"), str(runs / "efs"), str(execution_dir))
+    (execution_dir / "context.json").write_text(json.dumps(dataclasses.asdict(context), indent=2))
+    (execution_dir / "definition.json").write_text(json.dumps(stack.definition(), indent=2))
+    (execution_dir / "input.json").write_text(json.dumps(read_input(input_path), indent=2))
+    result_path = execution_dir / "result.json"
+    print(f"Execution {execution_name}: input {execution_dir / 'input.json'}\n", flush=True)
+
+    started = time.time()
+    env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
+    subprocess.run(
+        [str(NODE), str(ROOT / "local" / "run_state_machine.mjs"), str(execution_dir / "definition.json"),
+         str(execution_dir / "input.json"), str(execution_dir / "context.json"), execution_name, str(result_path)],
+        cwd=ROOT, env=env, check=False,
+    )  # fmt: skip
+    result = json.loads(result_path.read_text())
+    print(summarize(result, store, execution_dir, time.time() - started), flush=True)
+    return 0 if result["status"] == "SUCCEEDED" else 1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--stage", default="dev")
+    parser.add_argument("--input", type=Path, help="JSON merged over local/default-input.json")
+    parser.add_argument("--execution-name", default=time.strftime("local-%Y%m%d-%H%M%S"))
+    parser.add_argument("--runs", type=Path, default=ROOT / "runs", help="where the local S3, EFS and jobs live")
+    args = parser.parse_args()
+    return run(args.stage, args.input, args.execution_name, args.runs.resolve())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

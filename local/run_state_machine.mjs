@@ -1,0 +1,95 @@
+// Runs a state machine definition with aws-local-stepfunctions, a real ASL interpreter: every path,
+// intrinsic function, Choice, Retry and Catch is evaluated as Step Functions would. Each Task state is
+// bound to `python -m local.tasks`, which carries out the service call on this machine.
+//
+// node run_state_machine.mjs DEFINITION.json INPUT.json CONTEXT.json EXECUTION_NAME RESULT.json
+import { spawn } from 'node:child_process';
+import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { StateMachine } from 'aws-local-stepfunctions';
+
+const [definitionPath, inputPath, contextPath, executionName, resultPath] = process.argv.slice(2);
+const definition = JSON.parse(readFileSync(definitionPath, 'utf8'));
+const input = JSON.parse(readFileSync(inputPath, 'utf8'));
+const python = process.env.PYTHON || 'python3';
+const scratch = mkdtempSync(join(tmpdir(), 'sfn-'));
+let calls = 0;
+
+class TaskError extends Error {
+  constructor(error, cause) {
+    super(cause);
+    this.name = error;
+  }
+}
+
+function runTask(state, resource, taskInput) {
+  const resultFile = join(scratch, `task-${++calls}.json`);
+  return new Promise((resolve, reject) => {
+    const child = spawn(python, ['-m', 'local.tasks', contextPath, resultFile], { stdio: ['pipe', 'inherit', 'inherit'] });
+    child.stdin.end(JSON.stringify({ state, resource, input: taskInput }));
+    child.on('error', reject);
+    child.on('close', () => {
+      let answer;
+      try {
+        answer = JSON.parse(readFileSync(resultFile, 'utf8'));
+      } catch (e) {
+        reject(new TaskError('States.TaskFailed', `local handler for ${state} wrote no result`));
+        return;
+      }
+      if (answer.error) reject(new TaskError(answer.error.Error, answer.error.Cause));
+      else resolve(answer.ok);
+    });
+  });
+}
+
+const handlers = {};
+const waits = {};
+const retries = {};
+for (const [name, state] of Object.entries(definition.States)) {
+  if (state.Type === 'Task') handlers[name] = (taskInput) => runTask(name, state.Resource, taskInput);
+  if (state.Type === 'Wait') waits[name] = 100; // polling loops: the local calls finish before they return
+  if (state.Retry) retries[name] = 500;
+}
+
+const machine = new StateMachine(definition, { validationOptions: { checkArn: false } });
+const execution = machine.run(input, {
+  overrides: { taskResourceLocalHandlers: handlers, waitTimeOverrides: waits, retryIntervalOverrides: retries },
+  context: {
+    Execution: {
+      Id: `arn:aws:states:local:000000000000:execution:local:${executionName}`,
+      Name: executionName,
+      Input: input,
+      StartTime: new Date().toISOString(),
+    },
+    StateMachine: { Id: 'arn:aws:states:local:000000000000:stateMachine:local', Name: 'local' },
+  },
+});
+
+const started = {};
+const seconds = (ms) => (ms / 1000).toFixed(1).padStart(6);
+(async () => {
+  for await (const event of execution.eventLogs) {
+    const name = event.state?.name;
+    if (event.type === 'StateEntered') {
+      started[name] = event.timestamp;
+      if (event.state.type === 'Task') console.log(`▶ ${name}`);
+    } else if (event.type === 'StateExited' && event.state.type !== 'Wait') {
+      console.log(`✓ ${seconds(event.timestamp - started[name])} s  ${name}`);
+    } else if (event.type === 'StateFailed') {
+      console.log(`✗ ${seconds(event.timestamp - started[name])} s  ${name}: ${event.Error}`);
+    } else if (event.type === 'StateRetried') {
+      console.log(`↻ ${name}: retry ${event.retry.attempt}`);
+    } else if (event.type === 'StateCaught') {
+      console.log(`→ ${name}: caught, going to ${event.catch.catcher.Next}`);
+    }
+  }
+})();
+
+try {
+  const output = await execution.result;
+  writeFileSync(resultPath, JSON.stringify({ status: 'SUCCEEDED', output }, null, 2));
+} catch (error) {
+  writeFileSync(resultPath, JSON.stringify({ status: 'FAILED', error: error.name, cause: error.message }, null, 2));
+  process.exitCode = 1;
+}

@@ -1,0 +1,106 @@
+"""The local handlers of the state machine's Task states, one process per task.
+
+The interpreter (``run_state_machine.mjs``) calls ``python -m local.tasks CONTEXT RESULT`` with
+``{"state", "resource", "input"}`` on stdin, ``input`` being the state's Parameters already resolved.
+The handler writes the service's answer, or ``{"Error", "Cause"}`` as Step Functions would report the
+failure, to RESULT. Only the AWS control plane is emulated; the jobs run the real entry points.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from infra.workflow.object_store import FolderStore
+from infra.workflow.plan import plan_execution
+from local import datasync, hosting
+from local.jobs.common import JobFailed
+from local.jobs.processing import run_processing_job
+from local.jobs.training import run_training_job
+from local.stack import LocalStack
+
+SAGEMAKER = "arn:aws:states:::sagemaker:"
+SDK = "arn:aws:states:::aws-sdk:"
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Where one local execution keeps things (written by ``local.run`` as context.json)."""
+
+    cdk_out: str
+    stack_name: str
+    store: str  # the folder standing in for S3
+    efs: str  # the folder standing in for the file system
+    execution_dir: str  # jobs, endpoints and notifications of this execution
+
+    @classmethod
+    def read(cls, path: str | Path) -> RunContext:
+        return cls(**json.loads(Path(path).read_text()))
+
+
+def handle(context: RunContext, resource: str, parameters: Any) -> Any:
+    stack = LocalStack.load(Path(context.cdk_out), context.stack_name)
+    store = FolderStore(context.store)
+    execution = Path(context.execution_dir)
+    efs = Path(context.efs)
+    if resource == stack.plan_function_name():
+        return plan_execution(parameters["input"], parameters["execution_name"], stack.settings(), store)
+    handlers = {
+        f"{SAGEMAKER}createProcessingJob.sync": lambda: run_processing_job(parameters, store, execution / "jobs"),
+        f"{SAGEMAKER}createTrainingJob.sync": lambda: run_training_job(parameters, store, execution / "jobs", efs),
+        f"{SAGEMAKER}createModel": lambda: hosting.create_model(parameters, store, execution / "hosting"),
+        f"{SAGEMAKER}createEndpointConfig": lambda: hosting.create_endpoint_config(parameters, execution / "hosting"),
+        f"{SAGEMAKER}createEndpoint": lambda: hosting.create_endpoint(parameters, execution / "hosting"),
+        f"{SDK}sagemaker:describeEndpoint": lambda: hosting.describe_endpoint(parameters, execution / "hosting"),
+        f"{SDK}datasync:startTaskExecution": lambda: datasync.start_task_execution(stack, store, efs, parameters),
+        f"{SDK}datasync:describeTaskExecution": lambda: datasync.describe_task_execution(efs, parameters),
+        "arn:aws:states:::sns:publish": lambda: publish(parameters, execution),
+    }
+    if resource not in handlers:
+        raise NotImplementedError(f"no local handler for {resource}")
+    return handlers[resource]()
+
+
+def publish(parameters: dict, execution: Path) -> dict:
+    """SNS: the message is printed (and kept in notifications.log)."""
+    text = f"{parameters.get('Subject', '')}\n{parameters['Message']}\n"
+    with (execution / "notifications.log").open("a") as log:
+        log.write(text + "\n")
+    print(f"\n  SNS  {parameters.get('Subject', '')}\n       {parameters['Message']}\n", flush=True)
+    return {"MessageId": f"local-{abs(hash(text)) % 10**12}"}
+
+
+def as_step_functions_error(error: Exception) -> dict[str, str]:
+    """The (Error, Cause) pair Step Functions would report for this failure."""
+    if isinstance(error, JobFailed):  # a failed .sync job
+        return {"Error": error.error, "Cause": json.dumps({"FailureReason": str(error)})}
+    # An exception raised by a Lambda function: its type is the error name, the cause a JSON document.
+    cause = {
+        "errorType": type(error).__name__,
+        "errorMessage": str(error),
+        "stackTrace": traceback.format_tb(error.__traceback__),
+    }
+    return {"Error": type(error).__name__, "Cause": json.dumps(cause)}
+
+
+def main() -> int:
+    context_path, result_path = sys.argv[1], sys.argv[2]
+    request = json.load(sys.stdin)
+    context = RunContext.read(context_path)
+    Path(context.execution_dir).mkdir(parents=True, exist_ok=True)
+    try:
+        result = {"ok": handle(context, request["resource"], request["input"])}
+        code = 0
+    except Exception as error:  # every failure goes back to the interpreter, which applies Retry and Catch
+        result = {"error": as_step_functions_error(error)}
+        code = 1
+    Path(result_path).write_text(json.dumps(result, default=str))
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
