@@ -104,7 +104,7 @@ def token_dataset(
         batch_shape: leading dimensions of one element, e.g. (replicas, accumulation, micro_batch).
         worker, workers: this worker's index and the number of workers that read in parallel.
         shuffle: shuffle file order and records (training); validation reads in order.
-        seed: shuffle seed; the same seed gives the same order.
+        seed: shuffle seed; with TensorFlow's global seed (train.py sets both from --seed), it fixes the order.
         shuffle_buffer: records in the shuffle buffer.
         skip_batches: elements already consumed (resume).
         cycle_length: files read in parallel.

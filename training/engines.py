@@ -199,6 +199,8 @@ def make_engine(engine: str, *, hosts: list[str], current_host: str, num_gpus: i
     if name == "multi_worker":
         if "TF_CONFIG" not in env and len(hosts) > 1:
             env["TF_CONFIG"] = sagemaker_tf_config(hosts, current_host)
+        if "TF_CONFIG" in env:
+            os.environ["TF_CONFIG"] = env["TF_CONFIG"]  # the strategy's cluster resolver reads os.environ
         implementation = (
             tf.distribute.experimental.CommunicationImplementation.NCCL
             if tf.config.list_physical_devices("GPU")

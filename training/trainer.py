@@ -178,9 +178,11 @@ class Trainer:
         if not finite:
             self.loss_scale.assign(self.loss_scale / 2)
             self.good_steps.assign(0)
-        elif int(self.good_steps.assign_add(1)) >= self.loss_scale_period:
-            self.loss_scale.assign(self.loss_scale * 2)
-            self.good_steps.assign(0)
+        else:
+            self.good_steps.assign_add(1)
+            if int(self.good_steps.read_value()) >= self.loss_scale_period:
+                self.loss_scale.assign(self.loss_scale * 2)
+                self.good_steps.assign(0)
 
     def evaluate(self, dataset: tf.data.Dataset, batches: int) -> float:
         """Mean token loss over the first ``batches`` elements of ``dataset`` ([local_replicas, micro, T + 1])."""

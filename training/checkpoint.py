@@ -1,0 +1,116 @@
+"""Checkpoints: everything needed to continue a run exactly where it stopped.
+
+    <checkpoint_dir>/
+        checkpoint                   TF's index: the newest complete checkpoint
+        ckpt-<step>.index / .data-*  model weights, AdamW moments and iterations, step, fp16 loss scale,
+                                     the dropout SeedGenerator states, the data position
+        run_config.json              model shape and data settings, checked when a run resumes
+
+The data position is the number of batches each worker has taken from its shard stream; a resumed
+run skips that many (``data.token_dataset(skip_batches=...)``) and sees the order an uninterrupted
+run would have. Only the chief writes; every worker restores. Saves are asynchronous where TF
+allows: variables are copied in the step and written in the background; ``wait`` blocks until done.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import tensorflow as tf
+
+
+def _tf_variable(variable):
+    """The tf.Variable (or distributed variable) inside a Keras variable."""
+    return getattr(variable, "value", variable)
+
+
+class CheckpointMismatch(ValueError):
+    """The checkpoint belongs to a differently shaped model: resuming would fail or be wrong."""
+
+
+class Checkpointer:
+    """Saves every N steps, keeps the newest K, restores the newest.
+
+    Args:
+        directory: where checkpoints live (SageMaker syncs /opt/ml/checkpoints with S3).
+        model: the GPT.
+        trainer: the Trainer (its step, loss scale and optimizer are saved).
+        keep: how many checkpoints to keep.
+        is_chief: only the chief writes.
+        run_config: JSON-able description of the run; its "model" part must match when resuming.
+        async_save: write in the background.
+
+    Example:
+        >>> checkpointer = Checkpointer("/opt/ml/checkpoints", model, trainer, keep=3, is_chief=True, run_config={})
+        >>> start_step = checkpointer.restore_latest()  # 0 for a fresh run
+        >>> checkpointer.save()
+    """
+
+    def __init__(
+        self,
+        directory: str | Path,
+        model,
+        trainer,
+        *,
+        keep: int,
+        is_chief: bool,
+        run_config: dict,
+        async_save: bool = True,
+    ):
+        self.directory, self.is_chief, self.run_config = Path(directory), is_chief, run_config
+        self.data_position = trainer.step  # one batch a step on every worker
+        # Plain tf.Variables, in construction order: Keras 3 objects break asynchronous saving (they
+        # create variables inside TF's copy function on the second save) and their names change when a
+        # process builds a second model.
+        self.checkpoint = tf.train.Checkpoint(
+            model_weights=[_tf_variable(v) for v in model.weights],
+            optimizer_variables=[_tf_variable(v) for v in trainer.optimizer.variables],
+            step=trainer.step,
+            loss_scale=trainer.loss_scale,
+            finite_steps_since_scale_change=trainer.good_steps,
+            # Part of model_weights already, named here to make the point: Keras' own checkpoints leave out
+            # the SeedGenerator states, and without them dropout diverges after a resume.
+            dropout_seed_states=[_tf_variable(v) for v in model.seed_state_variables()],
+        )
+        self.manager = tf.train.CheckpointManager(self.checkpoint, str(self.directory), max_to_keep=keep)
+        self.options = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=async_save)
+
+    @property
+    def config_path(self) -> Path:
+        return self.directory / "run_config.json"
+
+    def restore_latest(self) -> int:
+        """Restores the newest checkpoint if there is one; returns the step to continue from (0 if none)."""
+        latest = self.manager.latest_checkpoint
+        if latest is None:
+            return 0
+        if self.config_path.is_file():
+            saved = json.loads(self.config_path.read_text())
+            if saved.get("model") != self.run_config.get("model"):
+                raise CheckpointMismatch(
+                    f"{latest} was written for model {saved.get('model')}, this run builds "
+                    f"{self.run_config.get('model')} (a different preset, vocabulary or sequence length): "
+                    "use another checkpoint_dir"
+                )
+            if saved.get("data") != self.run_config.get("data"):
+                print(
+                    f"[checkpoint] data settings changed since {latest}: {saved.get('data')} -> "
+                    f"{self.run_config.get('data')}; the data order will differ from an uninterrupted run",
+                    flush=True,
+                )
+        self.checkpoint.restore(latest).assert_existing_objects_matched()
+        return int(self.data_position.read_value())
+
+    def save(self) -> str | None:
+        """Writes a checkpoint named after the step (chief only); returns its path prefix."""
+        if not self.is_chief:
+            return None
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if not self.config_path.is_file():
+            self.config_path.write_text(json.dumps(self.run_config, indent=2, sort_keys=True))
+        return self.manager.save(checkpoint_number=int(self.data_position.read_value()), options=self.options)
+
+    def wait(self) -> None:
+        """Blocks until background writes are on disk."""
+        self.checkpoint.sync()

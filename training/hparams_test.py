@@ -1,0 +1,45 @@
+import json
+
+import pytest
+from hparams import parse_args, str2bool
+
+
+def test_defaults_come_from_the_sagemaker_environment():
+    env = {"SM_CHANNEL_TRAIN": "/opt/ml/input/data/train", "SM_MODEL_DIR": "/opt/ml/model", "SM_OUTPUT_DIR": "/o"}
+    args = parse_args([], env)
+    assert args.train_dir == "/opt/ml/input/data/train" and args.validation_dir is None
+    assert args.export_dir == "/opt/ml/model" and args.output_dir == "/o"
+    assert args.model_preset == "gpt3-125m" and args.use_xla is False and args.checkpoint_dir == "/opt/ml/checkpoints"
+
+
+def test_sm_hps_json_encoded_strings_and_boolean_strings():
+    hps = {
+        "model_preset": '"tiny"',
+        "use_xla": "False",
+        "recompute": "True",
+        "max_steps": "7",
+        "dropout": 0.1,
+        "async_checkpoint": False,
+        "model_dir": '"s3://bucket/job/model"',
+    }
+    args = parse_args([], {"SM_HPS": json.dumps(hps)})
+    assert args.model_preset == "tiny"
+    assert args.use_xla is False and args.recompute is True and args.async_checkpoint is False
+    assert args.max_steps == 7 and args.dropout == 0.1
+    assert args.ignored == ["--model_dir"]
+
+
+def test_command_line_wins_and_false_is_false():
+    env = {"SM_HPS": json.dumps({"use_xla": "True", "max_steps": "7"})}
+    args = parse_args(["--use_xla", "False", "--max_steps", "9", "--model_preset", '"small"'], env)
+    assert args.use_xla is False and args.max_steps == 9 and args.model_preset == "small"
+
+
+@pytest.mark.parametrize(("text", "value"), [("True", True), ("false", False), ("1", True), ("0", False)])
+def test_str2bool(text, value):
+    assert str2bool(text) is value
+
+
+def test_a_non_boolean_is_an_error():
+    with pytest.raises(SystemExit):
+        parse_args(["--use_xla", "maybe"], {})

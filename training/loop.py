@@ -1,0 +1,231 @@
+"""The training run: builds everything from the hyperparameters, trains, evaluates, checkpoints, exports.
+
+Only the chief (worker 0) prints metric lines, writes checkpoints and exports; every worker trains.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+import token_shards
+from checkpoint import Checkpointer
+from data import token_dataset
+from engines import make_engine
+from export import export, float32_copy
+from gpt.generate import generate
+from gpt.model import GPT
+from gpt.presets import flops_per_token, get_preset
+from job import accumulation_steps, check_inputs, cluster
+from metrics import device_peak_tflops, emit, model_flops_utilisation, train_line, valid_line
+from schedule import WarmupCosine, scaled_peak_lr
+from trainer import PRECISIONS, Trainer, make_optimizer
+
+
+class NonFiniteLoss(FloatingPointError):
+    """The loss or the gradient became NaN or infinite; the weights were not updated with it."""
+
+
+def configure_tensorflow(args) -> None:
+    """Threads and determinism; both must be set before TensorFlow starts its runtime."""
+    try:
+        if args.cpu_threads > 0:
+            tf.config.threading.set_intra_op_parallelism_threads(args.cpu_threads)
+            tf.config.threading.set_inter_op_parallelism_threads(min(args.cpu_threads, 2))
+    except RuntimeError:  # already initialised (a second run in one process, e.g. tests)
+        pass
+    if args.deterministic:
+        tf.config.experimental.enable_op_determinism()
+    keras.utils.set_random_seed(args.seed)  # identical initial weights on every worker and every rerun
+
+
+def weights_digest(model) -> str:
+    """SHA-256 of every weight's bytes: equal digests on two workers mean bit-identical weights."""
+    digest = hashlib.sha256()
+    for weight in model.get_weights():
+        digest.update(np.ascontiguousarray(weight).tobytes())
+    return digest.hexdigest()[:16]
+
+
+class TrainingRun:
+    """One training job, from checked inputs to exported model.
+
+    Args:
+        args: the parsed hyperparameters (``hparams.parse_args``).
+        env: the process environment (SM_HOSTS, SM_CURRENT_HOST, SM_NUM_GPUS, TF_CONFIG).
+
+    Example:
+        >>> run = TrainingRun(parse_args(["--train_dir", "/data", "--model_preset", "tiny"]), os.environ)
+        >>> run.train()
+        >>> run.finish()
+    """
+
+    def __init__(self, args, env):
+        self.args = args
+        self.inputs = check_inputs(args)  # before any compute
+        configure_tensorflow(args)
+        hosts, current_host, num_gpus = cluster(env)
+        if num_gpus is None:
+            num_gpus = len(tf.config.list_physical_devices("GPU"))
+        self.engine = make_engine(args.engine, hosts=hosts, current_host=current_host, num_gpus=num_gpus, env=env)
+        self.is_chief = self.engine.is_chief
+        T = self.sequence_length = self.inputs.sequence_length
+        self.accumulation = accumulation_steps(
+            args.global_batch_tokens, args.micro_batch_size, T, self.engine.num_replicas
+        )
+        self.global_batch_tokens = args.micro_batch_size * T * self.engine.num_replicas * self.accumulation
+        self.peak_lr = scaled_peak_lr(args.learning_rate, self.global_batch_tokens, args.lr_reference_tokens)
+        self.schedule = WarmupCosine(self.peak_lr, args.warmup_steps, args.max_steps, args.min_lr_ratio)
+
+        self.preset = get_preset(args.model_preset)
+        with self.engine.scope():
+            self.model = GPT.from_preset(
+                args.model_preset,
+                vocab_size=self.inputs.vocab_size,
+                sequence_length=T,
+                dropout=args.dropout,
+                recompute=args.recompute,
+                seed=args.seed,
+                dtype=PRECISIONS[args.precision],
+            )
+            optimizer = make_optimizer(
+                self.model,
+                self.schedule,
+                weight_decay=args.weight_decay,
+                beta_1=args.adam_beta1,
+                beta_2=args.adam_beta2,
+            )
+        self.trainer = Trainer(
+            self.model,
+            optimizer,
+            self.engine,
+            accumulation_steps=self.accumulation,
+            micro_batch_size=args.micro_batch_size,
+            sequence_length=T,
+            precision=args.precision,
+            grad_clip=args.grad_clip,
+            use_xla=args.use_xla,
+            initial_loss_scale=args.initial_loss_scale,
+        )
+        self.checkpointer = Checkpointer(
+            args.checkpoint_dir,
+            self.model,
+            self.trainer,
+            keep=args.keep_checkpoints,
+            is_chief=self.is_chief,
+            run_config=self.run_config(),
+            async_save=args.async_checkpoint,
+        )
+        self.start_step = self.checkpointer.restore_latest()
+        self.flops_per_token = flops_per_token(self.preset, n_params=self.model.count_params(), sequence_length=T)
+        self.peak_tflops = args.peak_tflops or device_peak_tflops()
+
+    def run_config(self) -> dict:
+        """What a checkpoint must agree with ("model") or should agree with ("data") to be resumed."""
+        p = self.preset
+        model = {"n_layer": p.n_layer, "d_model": p.d_model, "n_head": p.n_head}
+        model.update(vocab_size=self.inputs.vocab_size, sequence_length=self.sequence_length)
+        data = {"micro_batch_size": self.args.micro_batch_size, "accumulation_steps": self.accumulation}
+        data.update(workers=self.engine.workers, replicas=self.engine.num_replicas, seed=self.args.seed)
+        return {"model": model, "data": data}
+
+    def log(self, line: str) -> None:
+        if self.is_chief:
+            emit(line)
+
+    def train_dataset(self) -> tf.data.Dataset:
+        return token_dataset(
+            self.inputs.train,
+            sequence_length=self.sequence_length,
+            batch_shape=(self.engine.local_replicas, self.accumulation, self.args.micro_batch_size),
+            worker=self.engine.worker,
+            workers=self.engine.workers,
+            seed=self.args.seed,
+            shuffle_buffer=self.args.shuffle_buffer,
+            skip_batches=self.start_step,
+        )
+
+    def validation_dataset(self) -> tf.data.Dataset:
+        return token_dataset(
+            self.inputs.validation,
+            sequence_length=self.sequence_length,
+            batch_shape=(self.engine.local_replicas, self.args.micro_batch_size),
+            worker=self.engine.worker,
+            workers=self.engine.workers,
+            shuffle=False,
+        )
+
+    def train(self) -> None:
+        a, trainer = self.args, self.trainer
+        self.log(
+            f"[config] engine={self.engine.name} workers={self.engine.workers} replicas={self.engine.num_replicas} "
+            f"params={self.model.count_params()} global_batch_tokens={self.global_batch_tokens} "
+            f"accumulation_steps={self.accumulation} peak_lr={self.peak_lr:.3e} precision={a.precision} "
+            f"start_step={self.start_step} max_steps={a.max_steps}"
+        )
+        batches = iter(self.train_dataset())
+        validation = self.validation_dataset() if self.inputs.validation else None
+        last_saved = self.start_step
+        timer, steps_timed = time.perf_counter(), 0
+        try:
+            for step in range(self.start_step + 1, a.max_steps + 1):
+                result = trainer.train_step(next(batches))
+                if not math.isfinite(result.loss):
+                    raise NonFiniteLoss(
+                        f"loss is {result.loss} at step {step}: training stopped before applying it; "
+                        f"the newest checkpoint (step {last_saved}) is intact"
+                    )
+                if not result.applied and a.precision != "fp16":
+                    raise NonFiniteLoss(
+                        f"gradient norm is {result.grad_norm} at step {step}: training stopped "
+                        f"before applying it; the newest checkpoint (step {last_saved}) is intact"
+                    )
+                if step == self.start_step + 1:
+                    self.engine.after_first_step(self.model.variables + trainer.optimizer.variables)
+                steps_timed += 1
+                if step % a.log_every == 0 or step == a.max_steps:
+                    elapsed = time.perf_counter() - timer
+                    tokens_per_sec = steps_timed * trainer.tokens_per_step / elapsed
+                    mfu = model_flops_utilisation(
+                        tokens_per_sec, self.flops_per_token, self.engine.num_replicas, self.peak_tflops
+                    )
+                    lr = float(self.schedule(trainer.optimizer.iterations))
+                    self.log(train_line(step, result.loss, lr, tokens_per_sec, mfu))
+                    timer, steps_timed = time.perf_counter(), 0
+                pause = time.perf_counter()  # evaluation and checkpoints do not count against tokens_per_sec
+                if validation is not None and (step % a.eval_every == 0 or step == a.max_steps):
+                    self.log(valid_line(step, trainer.evaluate(validation, a.eval_batches)))
+                if (a.checkpoint_every and step % a.checkpoint_every == 0) or step == a.max_steps:
+                    self.checkpointer.save()
+                    last_saved = step
+                timer += time.perf_counter() - pause
+        finally:
+            self.checkpointer.wait()  # a save in flight holds good weights: let it finish
+        # Every worker prints its weights' digest: equal digests mean the workers stayed in sync.
+        step, digest = int(trainer.step.read_value()), weights_digest(self.model)
+        print(f"[final] worker={self.engine.worker} step={step} weights={digest}", flush=True)
+
+    def finish(self) -> None:
+        """Chief: export the SavedModel and tokenizer, then print a generated sample."""
+        if not self.is_chief:
+            return
+        model = float32_copy(self.model)
+        path = export(model, self.args.export_dir, self.inputs.train.tokenizer_path)
+        self.log(f"[export] {path}")
+        if self.args.sample_tokens > 0:
+            tokenizer = self.inputs.tokenizer
+            eot = tokenizer.token_to_id(token_shards.END_OF_TEXT)
+            prompt = tokenizer.encode(self.args.sample_prompt).ids if self.args.sample_prompt else [eot]
+            ids = generate(
+                model,
+                tf.constant([prompt[-self.sequence_length :]], tf.int32),
+                tf.constant(self.args.sample_tokens),
+                tf.constant(self.args.sample_temperature, tf.float32),
+                tf.constant(self.args.seed),
+            )
+            text = self.args.sample_prompt + tokenizer.decode(ids[0].numpy().tolist())
+            self.log("[sample] " + text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r"))

@@ -1,0 +1,68 @@
+"""Log lines that CloudWatch metric definitions parse, and model FLOPs utilisation.
+
+    [train] step=120 loss=4.1234 ppl=61.80 lr=3.000e-04 tokens_per_sec=1234.5 mfu=0.0123
+    [valid] step=120 val_loss=4.2000 val_ppl=66.69
+
+MFU = achieved FLOPs / peak FLOPs = tokens_per_sec x flops_per_token / (replicas x peak per device),
+with flops_per_token = 6N + 12 x layers x context x width (``gpt.presets.flops_per_token``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+
+import tensorflow as tf
+
+# Dense bf16/fp16 tensor-core peaks (no sparsity), TFLOPS per device, from the vendors' data sheets.
+GPU_PEAK_TFLOPS = {
+    "H200": 989.0,
+    "H100": 989.0,
+    "A100": 312.0,
+    "A10G": 70.0,
+    "L40S": 362.0,
+    "L4": 121.0,
+    "V100": 125.0,
+    "T4": 65.0,
+}
+# A CPU has no single peak; a nominal 2 AVX-512 FMA units x 16 fp32 lanes x 2 FLOPs x 2.5 GHz per core.
+CPU_CORE_PEAK_TFLOPS = 2 * 16 * 2 * 2.5e9 / 1e12
+
+
+def perplexity(loss: float) -> float:
+    """exp(loss), capped so a diverged loss prints as a huge number rather than overflowing."""
+    return math.exp(min(loss, 700.0))
+
+
+def train_line(step: int, loss: float, lr: float, tokens_per_sec: float, mfu: float) -> str:
+    return (
+        f"[train] step={step} loss={loss:.4f} ppl={perplexity(loss):.2f} lr={lr:.3e} "
+        f"tokens_per_sec={tokens_per_sec:.1f} mfu={mfu:.4f}"
+    )
+
+
+def valid_line(step: int, val_loss: float) -> str:
+    return f"[valid] step={step} val_loss={val_loss:.4f} val_ppl={perplexity(val_loss):.2f}"
+
+
+def emit(line: str) -> None:
+    """One line on stdout, flushed at once (CloudWatch reads the stream as it comes)."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def device_peak_tflops() -> float:
+    """Peak TFLOPS of one local accelerator (the first GPU's name looked up above), else of this CPU."""
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        name = tf.config.experimental.get_device_details(gpus[0]).get("device_name", "")
+        for key, peak in GPU_PEAK_TFLOPS.items():
+            if key in name:
+                return peak
+        return GPU_PEAK_TFLOPS["A100"]  # unknown GPU: an A100's figure keeps the ratio readable
+    return (os.cpu_count() or 1) * CPU_CORE_PEAK_TFLOPS
+
+
+def model_flops_utilisation(tokens_per_sec: float, flops_per_token: float, devices: int, peak_tflops: float) -> float:
+    return tokens_per_sec * flops_per_token / (devices * peak_tflops * 1e12)

@@ -1,0 +1,324 @@
+"""End-to-end runs of train.py: as SageMaker starts it, killed and resumed, on two workers, and its guards."""
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import token_shards
+from metrics_test import TRAIN, VALID
+from train import main
+
+from conftest import write_dataset
+
+TRAINING = Path(__file__).parent
+BASE = [
+    "--model_preset",
+    "tiny",
+    "--sequence_length",
+    "16",
+    "--micro_batch_size",
+    "2",
+    "--cpu_threads",
+    "1",
+    "--lr_reference_tokens",
+    "0",
+    "--learning_rate",
+    "3e-3",
+    "--warmup_steps",
+    "2",
+]
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory) -> Path:
+    """training/ as SageMaker receives it: no tests, no conftest."""
+    target = tmp_path_factory.mktemp("code") / "code"
+    shutil.copytree(TRAINING, target, ignore=shutil.ignore_patterns("*_test.py", "conftest.py", "__pycache__"))
+    return target
+
+
+def run_script(bundle: Path, args: list[str], env: dict, **kwargs) -> subprocess.Popen:
+    full_env = {"PATH": os.environ["PATH"], "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1", **env}
+    return subprocess.Popen(
+        [sys.executable, "train.py", *args],
+        cwd=bundle,
+        env=full_env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        **kwargs,
+    )
+
+
+def losses(output: str) -> dict[int, str]:
+    """step -> the loss and learning-rate part of each [train] line (timing fields differ between runs)."""
+    return {int(m[1]): m[2] for m in re.finditer(r"^\[train\] step=(\d+) (loss=\S+ ppl=\S+ lr=\S+)", output, re.M)}
+
+
+def digests(output: str) -> dict[int, str]:
+    return {int(m[1]): m[2] for m in re.finditer(r"^\[final\] worker=(\d+) step=\d+ weights=(\w+)", output, re.M)}
+
+
+SAGEMAKER_ARGS = [
+    *BASE,
+    "--max_steps",
+    "8",
+    "--dropout",
+    "0.1",
+    "--deterministic",
+    "True",
+    "--use_xla",
+    "False",
+    "--checkpoint_every",
+    "2",
+    "--keep_checkpoints",
+    "2",
+    "--log_every",
+    "1",
+    "--eval_every",
+    "4",
+    "--eval_batches",
+    "2",
+    "--sample_tokens",
+    "8",
+    "--model_dir",
+    "s3://bucket/job/model",
+]
+
+
+def sagemaker_env(dataset_dir: Path, tmp_path: Path) -> dict:
+    """The environment the SageMaker training toolkit gives the script, with folders under tmp_path."""
+    # The SDK JSON-encodes every value; the toolkit passes them again as arguments (booleans as True/False).
+    hps = {
+        "model_preset": '"tiny"',
+        "use_xla": "false",
+        "recompute": "true",
+        "max_steps": "8",
+        "model_dir": '"s3://bucket/job/model"',
+        "checkpoint_dir": json.dumps(str(tmp_path / "checkpoints")),
+    }
+    return {
+        "SM_HPS": json.dumps(hps),
+        "SM_CHANNEL_TRAIN": str(dataset_dir),
+        "SM_CHANNEL_VALIDATION": str(dataset_dir / "validation"),
+        "SM_MODEL_DIR": str(tmp_path / "model"),
+        "SM_OUTPUT_DIR": str(tmp_path / "output"),
+        "SM_HOSTS": '["algo-1"]',
+        "SM_CURRENT_HOST": "algo-1",
+        "SM_NUM_GPUS": "0",
+    }
+
+
+@pytest.fixture(scope="module")
+def sagemaker_run(bundle, dataset_dir, tmp_path_factory) -> tuple[Path, str]:
+    """One uninterrupted 8-step run started the way SageMaker starts it: (its folder, its output)."""
+    folder = tmp_path_factory.mktemp("uninterrupted")
+    process = run_script(bundle, SAGEMAKER_ARGS, sagemaker_env(dataset_dir, folder))
+    output, _ = process.communicate(timeout=180)
+    assert process.returncode == 0, output
+    return folder, output
+
+
+def test_runs_as_the_sagemaker_toolkit_starts_it(sagemaker_run, dataset_dir):
+    folder, output = sagemaker_run
+    lines = output.splitlines()
+    train = [line for line in lines if line.startswith("[train]")]
+    valid = [line for line in lines if line.startswith("[valid]")]
+    assert len(train) == 8 and all(TRAIN.match(line) for line in train), output
+    assert len(valid) == 2 and all(VALID.match(line) for line in valid), output
+    assert any(line.startswith("[sample] ") and len(line) > 9 for line in lines)
+    assert "engine=default workers=1 replicas=1" in output
+    assert not (folder / "output" / "failure").exists()
+    assert (folder / "model" / "1" / "saved_model.pb").is_file()
+    assert (folder / "model" / "tokenizer.json").read_bytes() == (dataset_dir / "tokenizer.json").read_bytes()
+    assert sorted(p.name for p in (folder / "checkpoints").glob("*.index")) == ["ckpt-6.index", "ckpt-8.index"]
+    served = tf.saved_model.load(str(folder / "model" / "1")).signatures["serving_default"]
+    out = served(
+        prompt_ids=tf.constant([[1, 2]]),
+        max_new_tokens=tf.constant(3),
+        temperature=tf.constant(0.0),
+        seed=tf.constant(0),
+    )["token_ids"]
+    assert out.shape == (1, 3)
+
+
+def test_killed_run_resumes_with_the_uninterrupted_loss_sequence(sagemaker_run, bundle, dataset_dir, tmp_path):
+    _, expected = sagemaker_run
+    env = sagemaker_env(dataset_dir, tmp_path)
+    interrupted = run_script(bundle, SAGEMAKER_ARGS, env)
+    seen = ""
+    for line in interrupted.stdout:  # kill -9 once step 5 is done: a checkpoint of step 4 exists
+        seen += line
+        if line.startswith("[train] step=5 "):
+            interrupted.send_signal(signal.SIGKILL)
+            break
+    interrupted.wait(timeout=60)
+    assert interrupted.returncode == -signal.SIGKILL, seen
+
+    resumed = run_script(bundle, SAGEMAKER_ARGS, env)
+    output, _ = resumed.communicate(timeout=180)
+    assert resumed.returncode == 0, output
+    start_step = int(re.search(r"start_step=(\d+)", output)[1])
+    assert start_step in (2, 4)  # 4 unless the kill came while step 4's checkpoint was still being written
+    assert sorted(losses(output)) == list(range(start_step + 1, 9))
+    assert all(losses(output)[s] == losses(expected)[s] for s in losses(output)), (output, expected)
+    assert re.findall(r"^\[valid\] step=8 .*$", output, re.M) == re.findall(r"^\[valid\] step=8 .*$", expected, re.M)
+    assert digests(output) == digests(expected)  # bit-identical final weights
+
+
+def free_ports(n: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def test_two_workers_end_identical_and_match_one_process_on_the_global_batch(bundle, dataset_dir, tmp_path):
+    from data import open_channel, token_dataset
+    from gpt.model import GPT
+    from keras.utils import set_random_seed
+    from schedule import WarmupCosine
+    from trainer import Trainer, make_optimizer
+    from trainer_test import default_engine
+
+    steps, seed = 3, 1234
+    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    args = [
+        *BASE,
+        "--max_steps",
+        str(steps),
+        "--log_every",
+        "1",
+        "--eval_every",
+        "0",
+        "--sample_tokens",
+        "0",
+        "--train_dir",
+        str(dataset_dir),
+        "--checkpoint_dir",
+        str(tmp_path / "ckpt"),
+        "--checkpoint_every",
+        "2",
+        "--seed",
+        str(seed),
+    ]
+    processes = []
+    for index in range(2):
+        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        env = {
+            "TF_CONFIG": json.dumps(tf_config),
+            "SM_HOSTS": '["algo-1", "algo-2"]',
+            "SM_CURRENT_HOST": f"algo-{index + 1}",
+            "SM_MODEL_DIR": str(tmp_path / f"model-{index}"),
+            "SM_OUTPUT_DIR": str(tmp_path / f"output-{index}"),
+        }
+        processes.append(run_script(bundle, args, env))  # engine auto: TF_CONFIG -> multi_worker
+    outputs = [p.communicate(timeout=180)[0] for p in processes]
+    assert [p.returncode for p in processes] == [0, 0], outputs
+    chief, other = outputs
+    assert "engine=multi_worker workers=2 replicas=2" in chief
+    assert "[train]" not in other  # only the chief logs metrics
+    assert digests(chief)[0] == digests(other)[1]  # bit-identical weights on both workers
+    assert (tmp_path / "model-0" / "1").is_dir() and not (tmp_path / "model-1").exists()  # chief exports
+
+    # One process, one replica, on the same global batch: worker 0's 2 sequences then worker 1's.
+    set_random_seed(seed)  # as train.py does: the global seed enters tf.data's shuffle seeds too
+    channel = open_channel(dataset_dir, "train")
+    streams = [
+        iter(token_dataset(channel, sequence_length=16, batch_shape=(1, 1, 2), worker=w, workers=2, seed=seed))
+        for w in range(2)
+    ]
+    model = GPT.from_preset("tiny", vocab_size=384, sequence_length=16, seed=seed)
+    optimizer = make_optimizer(model, WarmupCosine(3e-3, 2, steps, 0.1))
+    trainer = Trainer(model, optimizer, default_engine(), accumulation_steps=1, micro_batch_size=4, sequence_length=16)
+    reference = [trainer.train_step(tf.concat([next(s) for s in streams], axis=2)).loss for _ in range(steps)]
+    logged = [float(re.search(r"loss=(\S+)", losses(chief)[s])[1]) for s in range(1, steps + 1)]
+    # Same arithmetic, different summation order (ring all-reduce vs one batch): equal to the 4 logged decimals.
+    np.testing.assert_allclose(logged, reference, atol=2e-4)
+
+
+def failing_run(dataset_dir, tmp_path, *extra) -> tuple[int, str]:
+    output = tmp_path / "output"
+    code = main(
+        [
+            *BASE,
+            "--train_dir",
+            str(dataset_dir),
+            "--output_dir",
+            str(output),
+            "--checkpoint_dir",
+            str(tmp_path / "ckpt"),
+            "--export_dir",
+            str(tmp_path / "model"),
+            *extra,
+        ],
+        env={},
+    )
+    return code, (output / "failure").read_text() if (output / "failure").exists() else ""
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--sequence_length", "33"], "sequence_length 33 is longer than the train shards' 32"),
+        (["--vocab_size", "100"], "vocabulary mismatch: vocab_size 100 is smaller than the tokenizer's 384"),
+        (["--global_batch_tokens", "100"], "not a multiple of micro_batch_size x sequence_length x replicas"),
+        (["--validation_dir", "/nonexistent"], "the validation channel /nonexistent does not exist"),
+    ],
+)
+def test_bad_configurations_fail_before_compute_with_a_failure_file(dataset_dir, tmp_path, extra, message):
+    code, failure = failing_run(dataset_dir, tmp_path, *extra)
+    assert code == 1 and message in failure, failure
+    assert not (tmp_path / "ckpt").exists() and not (tmp_path / "model").exists()
+
+
+def test_tokenizer_and_manifest_disagreeing_is_a_vocabulary_mismatch(tmp_path):
+    dataset = write_dataset(tmp_path / "d")
+    manifest = token_shards.read_manifest(dataset)
+    manifest.vocab_size = 500
+    token_shards.write_manifest_part(dataset, "algo-1", manifest)
+    code, failure = failing_run(dataset, tmp_path)
+    assert code == 1 and "vocabulary mismatch: tokenizer.json has 384 ids, the manifest says 500" in failure
+
+
+def test_missing_train_channel_is_a_clear_error(tmp_path):
+    code = main(["--output_dir", str(tmp_path / "out")], env={})
+    assert code == 1 and "no train channel: set SM_CHANNEL_TRAIN" in (tmp_path / "out" / "failure").read_text()
+
+
+def test_a_diverging_loss_stops_training_and_leaves_only_finite_checkpoints(dataset_dir, tmp_path):
+    code, failure = failing_run(
+        dataset_dir,
+        tmp_path,
+        "--learning_rate",
+        "1e30",
+        "--warmup_steps",
+        "0",
+        "--checkpoint_every",
+        "1",
+        "--max_steps",
+        "10",
+        "--eval_every",
+        "0",
+    )
+    assert code == 1 and "NonFiniteLoss" in failure and "training stopped before applying it" in failure, failure
+    newest = tf.train.latest_checkpoint(str(tmp_path / "ckpt"))
+    assert newest is not None
+    reader = tf.train.load_checkpoint(newest)
+    for name in reader.get_variable_to_shape_map():
+        value = reader.get_tensor(name)
+        if np.issubdtype(np.asarray(value).dtype, np.floating):
+            assert np.isfinite(value).all(), name
+    assert not (tmp_path / "model").exists()
