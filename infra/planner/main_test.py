@@ -30,7 +30,7 @@ def test_a_plan_that_does_not_fit_prints_the_fixes_and_exits_1(capsys):
     out = capsys.readouterr().out
     assert "1,315.7 M parameters" in out
     assert "of 16: DOES NOT FIT" in out
-    assert "Smallest changes that fit:\n  1. training.instance_type = 'ml.p5.48xlarge'" in out
+    assert "Smallest changes that fit:\n  1. training.instance_type = 'ml.p5e.48xlarge'" in out
 
 
 def test_a_stage_plan_exits_0_when_it_fits(capsys):

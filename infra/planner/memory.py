@@ -11,6 +11,10 @@ The model follows what this project's Keras model does (``training/gpt``):
   a = heads; the 5·a·s/h term is the s x s attention scores, softmax and dropout mask, which the model
   materialises (no fused attention). Float32 doubles it. With full recomputation a layer keeps only its
   input, 2·s·b·h bytes, and one layer at a time is rebuilt in full during the backward pass.
+- The backward working set of the layer being differentiated, which the formula above (stored activations
+  only) leaves out: the gradients of the attention scores and probabilities, 2·a·s²·b x 4 bytes (the model's
+  softmax runs in float32), and of the MLP's two 4h-wide intermediates, 2 x 4·s·b·h x the element size.
+  Without it the planner under-estimated measured CPU peaks by 7-19% (bench/planner_vs_measured_bench.py).
 - Logits: b·s·V elements, in the compute dtype (2 bytes), cast to float32 by the model (4) and the
   float32 softmax gradient of the loss (4): 10 bytes each in bf16/fp16, 8 in float32.
 - Pipeline (model-parallel degree K): the heaviest stage holds ceil(L/K) layers plus the tied embedding;
@@ -95,6 +99,15 @@ def layer_activation_bytes(shape: ModelShape, sequence_length: int, micro_batch:
     return (s * b * h * 34 + 5 * a * s * s * b) * (2 if precision == "fp32" else 1)
 
 
+def backward_workspace_bytes(shape: ModelShape, sequence_length: int, micro_batch: int, precision: str) -> int:
+    """Gradient buffers of one layer's backward pass: 8·a·s²·b + 8·s·b·h x element bytes.
+
+    gpt3-125m, s = 2048, b = 8, bf16: 8 x 12 x 2048² x 8 + 8 x 12.6 M x 2 = 3,221 M + 201 M = 3.4 GB.
+    """
+    s, b, h, a = sequence_length, micro_batch, shape.d_model, shape.n_head
+    return 8 * a * s * s * b + 8 * s * b * h * (4 if precision == "fp32" else 2)
+
+
 def activation_bytes(
     shape: ModelShape,
     sequence_length: int,
@@ -104,19 +117,21 @@ def activation_bytes(
     model_parallel_degree: int = 1,
     accumulation_steps: int = 1,
 ) -> int:
-    """Activations held by the heaviest stage at the start of the backward pass.
+    """Activations held by the heaviest stage during the backward pass, with one layer's backward working set.
 
     Without recomputation: layers x in-flight micro-batches x the full per-layer figure. With it: each
     layer's input (2·s·b·h bytes, 4 in float32) plus one layer rebuilt in full.
-    gpt3-125m, s = 2048, b = 8, bf16: 12 x 2.44 GB = 29.3 GB; recomputed: 12 x 25 MB + 2.44 GB = 2.7 GB.
+    gpt3-125m, s = 2048, b = 8, bf16: 12 x 2.44 GB = 29.3 GB; recomputed: 12 x 25 MB + 2.44 GB = 2.7 GB;
+    plus 3.4 GB of working set either way.
     """
     layers = math.ceil(shape.n_layer / model_parallel_degree)
     in_flight = min(model_parallel_degree, accumulation_steps)
     full = layer_activation_bytes(shape, sequence_length, micro_batch, precision)
+    workspace = backward_workspace_bytes(shape, sequence_length, micro_batch, precision)
     if not recompute:
-        return layers * in_flight * full
+        return layers * in_flight * full + workspace
     layer_input = sequence_length * micro_batch * shape.d_model * (4 if precision == "fp32" else 2)
-    return layers * in_flight * layer_input + full
+    return layers * in_flight * layer_input + full + workspace
 
 
 def logits_bytes(vocab_size: int, sequence_length: int, micro_batch: int, precision: str) -> int:

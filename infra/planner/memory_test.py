@@ -7,6 +7,7 @@ import pytest
 from infra.planner.memory import (
     GIB,
     activation_bytes,
+    backward_workspace_bytes,
     device_memory,
     layer_activation_bytes,
     logits_bytes,
@@ -50,17 +51,22 @@ def test_layer_activations_follow_korthikanti_and_double_in_fp32():
 def test_recomputation_keeps_layer_inputs_and_one_full_layer():
     shape = PRESETS["gpt3-125m"]
     full = layer_activation_bytes(shape, 2048, 8, "bf16")
-    assert activation_bytes(shape, 2048, 8, "bf16", recompute=False) == 12 * full
-    assert activation_bytes(shape, 2048, 8, "bf16", recompute=True) == 12 * 2 * 2048 * 8 * 768 + full
+    workspace = backward_workspace_bytes(shape, 2048, 8, "bf16")
+    assert workspace == 8 * 12 * 2048**2 * 8 + 8 * 2048 * 8 * 768 * 2  # float32 score gradients, 16-bit MLP ones
+    assert activation_bytes(shape, 2048, 8, "bf16", recompute=False) == 12 * full + workspace
+    assert activation_bytes(shape, 2048, 8, "bf16", recompute=True) == 12 * 2 * 2048 * 8 * 768 + full + workspace
 
 
 def test_pipeline_stages_keep_min_of_stages_and_micro_batches_in_flight():
     shape = PRESETS["gpt3-1.3b"]
-    one = activation_bytes(shape, 2048, 1, "bf16", recompute=False)
+    workspace = backward_workspace_bytes(shape, 2048, 1, "bf16")
+    one = activation_bytes(shape, 2048, 1, "bf16", recompute=False) - workspace
     # 1F1B: 4 stages x 6 layers, 4 micro-batches in flight on the first stage: no saving over one device.
-    assert activation_bytes(shape, 2048, 1, "bf16", False, model_parallel_degree=4, accumulation_steps=8) == one
+    four = activation_bytes(shape, 2048, 1, "bf16", False, model_parallel_degree=4, accumulation_steps=8)
+    assert four - workspace == one
     # With only 2 micro-batches per step, 2 are in flight: half.
-    assert activation_bytes(shape, 2048, 1, "bf16", False, model_parallel_degree=4, accumulation_steps=2) == one // 2
+    two = activation_bytes(shape, 2048, 1, "bf16", False, model_parallel_degree=4, accumulation_steps=2)
+    assert two - workspace == one // 2
 
 
 def test_logits_cost_ten_bytes_per_element_in_mixed_precision():

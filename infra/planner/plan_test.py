@@ -60,7 +60,7 @@ def test_more_instances_shorten_compute_but_add_network_time():
 
 def test_recomputation_trades_memory_for_time():
     on, off = prod(recompute=True), prod(recompute=False)
-    assert on.memory.activations < off.memory.activations / 10
+    assert on.memory.activations < off.memory.activations / 5
     assert on.compute_seconds == pytest.approx(off.compute_seconds * 4 / 3)
 
 
@@ -80,7 +80,7 @@ def test_suggestions_fit_and_start_with_the_smallest_change():
     fixes = misfit.suggestions()
     assert fixes and all(fix.plan.fits for fix in fixes)
     assert fixes[0].changes == (("recompute", True),)
-    assert str(fixes[0]).startswith("training.recompute = true (36.0 of 40 GiB")
+    assert str(fixes[0]).startswith("training.recompute = true (38.4 of 40 GiB")
     assert [len(f.changes) for f in fixes] == sorted(len(f.changes) for f in fixes)
     assert prod().suggestions() == []
 
@@ -107,7 +107,7 @@ def test_plan_for_config_reads_the_training_config_and_its_overrides():
 def test_fit_problem_names_the_need_the_capacity_and_the_fix():
     assert fit_problem(TrainingConfig(), 50_257) is None
     problem, fix = fit_problem(dataclasses.replace(TrainingConfig(), recompute=False), 50_257)
-    assert problem.startswith("gpt3-125m at micro-batch 8 x 2048 tokens needs 40.4 GiB per device")
+    assert problem.startswith("gpt3-125m at micro-batch 8 x 2048 tokens needs 43.7 GiB per device")
     assert "ml.p4d.24xlarge has 40 GiB" in problem
     assert fix.startswith("a layout that fits, e.g. training.recompute = true")
 
