@@ -20,7 +20,13 @@ def _task(stack: LocalStack, task_arn: str) -> dict[str, Any]:
 
 
 def _resource(stack: LocalStack, reference: dict) -> dict[str, Any]:
-    return stack.template["Resources"][reference["Fn::GetAtt"][0]]["Properties"]
+    """The resource a ``Ref``, ``Fn::GetAtt`` or an ARN built with ``Fn::Join`` around a ``Ref`` points at."""
+    if "Fn::GetAtt" in reference:
+        return stack.template["Resources"][reference["Fn::GetAtt"][0]]["Properties"]
+    if "Ref" in reference:
+        return stack.template["Resources"][reference["Ref"]]["Properties"]
+    refs = [part for part in reference["Fn::Join"][1] if isinstance(part, dict)]
+    return _resource(stack, refs[0])
 
 
 def start_task_execution(stack: LocalStack, store: FolderStore, efs_root: Path, parameters: dict) -> dict:

@@ -52,12 +52,20 @@ def dataset_totals(store: FolderStore, dataset_uri: str) -> dict[str, Any]:
     return totals
 
 
+def failure_message(result: dict[str, Any]) -> str:
+    """The readable part of a failure: a Lambda's errorMessage or a job's FailureReason, else the raw cause."""
+    cause = result.get("cause") or ""
+    text = cause.split("error: ", 1)[-1] if cause.startswith("Execution has failed") else cause
+    try:
+        detail = json.loads(text)
+    except ValueError:
+        return text
+    return detail.get("errorMessage") or detail.get("FailureReason") or text
+
+
 def summarize(result: dict[str, Any], store: FolderStore, execution_dir: Path, seconds: float) -> str:
     if result["status"] != "SUCCEEDED":
-        return (
-            f"\nExecution FAILED after {seconds:.0f} s: {result.get('error')}\n  {result.get('cause')}\n"
-            f"  Jobs' logs: {execution_dir / 'jobs'}"
-        )
+        return f"\nExecution FAILED after {seconds:.0f} s: {failure_message(result)}\n  Jobs' logs: {execution_dir / 'jobs'}"
     output = result["output"]
     plan = output["plan"]
     lines = training_log(execution_dir, plan["names"]["training"])

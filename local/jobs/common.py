@@ -71,6 +71,7 @@ def extract_archive(archive: Path, dest: Path) -> None:
 def local_environment(extra: dict[str, str]) -> dict[str, str]:
     """This machine's environment for a job process: the project's venv first, no network for pip."""
     env = {**os.environ, **extra}
+    env.pop("PYTHONPATH", None)  # a job sees its own code folder, not this repository
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["PIP_NO_INDEX"] = "1"  # the local run never reaches a package index
     env["PYTHONUNBUFFERED"] = "1"
