@@ -11,6 +11,7 @@ import math
 from typing import Any
 
 from infra.config import ConfigError
+from infra.planner.plan import plan_for_config
 from infra.presets import ModelShape
 from infra.workflow import requests
 from infra.workflow.execution_input import CORPUS_SUFFIXES, WorkflowInput, parse_input
@@ -92,7 +93,9 @@ def _sample_manifest(prefix: str, files: list[tuple[str, int]], inp: WorkflowInp
 def _summary(inp: WorkflowInput, shape: ModelShape) -> dict[str, Any]:
     train = inp.training
     params = shape.parameters(inp.preprocessing.vocab_size, train.sequence_length)
+    fit = plan_for_config(train, inp.preprocessing.vocab_size)
     return {
+        "fit": {k: v for k, v in fit.as_dict().items() if k != "suggestions"},
         "model": f"{train.model_preset}: {shape.n_layer} layers x {shape.d_model} wide = {params / 1e6:,.1f} M params",
         "parameters": params,
         "steps": math.ceil(train.train_tokens / train.global_batch_tokens),
