@@ -52,7 +52,7 @@ def read_input(path: Path | None) -> dict:
     return data
 
 
-def run(stage: str, input_path: Path | None, execution_name: str, runs: Path) -> int:
+def run(stage: str, input_path: Path | None, execution_name: str, runs: Path, corpus_mb: int = 24) -> int:
     cdk_out = runs / "cdk.out"
     name = synthesize(stage, cdk_out)
     stack = LocalStack.load(cdk_out, name)
@@ -60,7 +60,7 @@ def run(stage: str, input_path: Path | None, execution_name: str, runs: Path) ->
     stack.publish_assets(store)
     raw_bucket = stack.settings().raw_bucket
     if not store.list(f"s3://{raw_bucket}/"):
-        paths = write_corpus(store.path(f"s3://{raw_bucket}/sample/"))
+        paths = write_corpus(store.path(f"s3://{raw_bucket}/sample/"), total_mb=corpus_mb)
         print(f"Wrote a sample corpus of {len(paths)} jsonl.zst files to s3://{raw_bucket}/sample/", flush=True)
 
     execution_dir = runs / "executions" / execution_name
@@ -90,8 +90,9 @@ def main() -> int:
     parser.add_argument("--input", type=Path, help="JSON merged over local/default-input.json")
     parser.add_argument("--execution-name", default=time.strftime("local-%Y%m%d-%H%M%S"))
     parser.add_argument("--runs", type=Path, default=ROOT / "runs", help="where the local S3, EFS and jobs live")
+    parser.add_argument("--corpus-mb", type=int, default=24, help="size of the sample corpus written on first use")
     args = parser.parse_args()
-    return run(args.stage, args.input, args.execution_name, args.runs.resolve())
+    return run(args.stage, args.input, args.execution_name, args.runs.resolve(), args.corpus_mb)
 
 
 if __name__ == "__main__":

@@ -65,7 +65,8 @@ def failure_message(result: dict[str, Any]) -> str:
 
 def summarize(result: dict[str, Any], store: FolderStore, execution_dir: Path, seconds: float) -> str:
     if result["status"] != "SUCCEEDED":
-        return f"\nExecution FAILED after {seconds:.0f} s: {failure_message(result)}\n  Jobs' logs: {execution_dir / 'jobs'}"
+        logs = execution_dir / "jobs"
+        return f"\nExecution FAILED after {seconds:.0f} s: {failure_message(result)}\n  Jobs' logs: {logs}"
     output = result["output"]
     plan = output["plan"]
     lines = training_log(execution_dir, plan["names"]["training"])
