@@ -1,0 +1,55 @@
+"""Start a workflow execution of a deployed stack and print where to watch it.
+
+    python -m cli start --stage dev --input my-input.json [--name my-run]
+
+The state machine is found through the stack's outputs, so nothing but the stage name is needed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from infra.app import stack_name
+from infra.config import load_stage_config
+
+STATE_MACHINE_OUTPUT = "StateMachineArn"
+
+
+def execution_console_url(execution_arn: str) -> str:
+    """The Step Functions console page of one execution."""
+    region = execution_arn.split(":")[3]
+    return f"https://{region}.console.aws.amazon.com/states/home?region={region}#/v2/executions/details/{execution_arn}"
+
+
+def execution_name(name: str | None) -> str:
+    """A valid, unique-enough execution name (at most 80 of [A-Za-z0-9-_])."""
+    name = name or time.strftime("run-%Y%m%d-%H%M%S")
+    return re.sub(r"[^A-Za-z0-9_-]", "-", name)[:80]
+
+
+def state_machine_arn(cloudformation: Any, stack: str) -> str:
+    outputs = cloudformation.describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
+    for output in outputs:
+        if output["OutputKey"] == STATE_MACHINE_OUTPUT:
+            return output["OutputValue"]
+    raise SystemExit(f"stack {stack} has no {STATE_MACHINE_OUTPUT} output: is it deployed from this version?")
+
+
+def start(stage: str, input_path: Path | None, name: str | None, session: Any = None) -> str:
+    """Starts the execution and returns its ARN."""
+    import boto3
+
+    context = json.loads((Path(__file__).resolve().parent.parent / "cdk.json").read_text())["context"]
+    config = load_stage_config({**context, "stage": stage})
+    session = session or boto3.Session(region_name=config.region)
+    arn = state_machine_arn(session.client("cloudformation"), stack_name(config))
+    payload = input_path.read_text() if input_path else "{}"
+    json.loads(payload)  # a clear error here beats a failed execution
+    response = session.client("stepfunctions").start_execution(
+        stateMachineArn=arn, name=execution_name(name), input=payload
+    )
+    return response["executionArn"]
