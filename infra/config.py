@@ -65,6 +65,8 @@ LOG_RETENTION_DAYS = (
     3288,
     3653,
 )
+PROFILING_INTERVALS_MS = (100, 200, 500, 1000, 5000, 60000)  # what SageMaker Debugger accepts
+STATE_MACHINE_LOG_LEVELS = ("ALL", "ERROR")
 SAGEMAKER_MAX_RUN_HOURS = 28 * 24  # SageMaker's limit on MaxRuntimeInSeconds: 28 days
 MAX_VOCAB = 2**32  # token ids are stored as uint32 at most
 
@@ -204,6 +206,25 @@ class DeployConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class ObservabilityConfig:
+    """Debugger profiling, the state machine's execution log and the alarms.
+
+    Args:
+        profiling_interval_ms: how often Debugger samples GPU, CPU, memory, network and I/O on every training
+            instance (default 500; one of 100, 200, 500, 1000, 5000, 60000).
+        state_machine_log_level: ``ALL`` (default: every state's start and end) or ``ERROR`` (failures only).
+        log_execution_data: include each state's input and output in the log (default true).
+        efs_throughput_alarm_percent: alarm when EFS throughput stays above this share of the permitted
+            throughput for 5 minutes (default 80).
+    """
+
+    profiling_interval_ms: int = 500
+    state_machine_log_level: str = "ALL"
+    log_execution_data: bool = True
+    efs_throughput_alarm_percent: int = 80
+
+
+@dataclasses.dataclass(frozen=True)
 class StageConfig:
     """Everything one deployment of the stack is configured with.
 
@@ -222,6 +243,7 @@ class StageConfig:
     preprocessing: PreprocessingConfig = PreprocessingConfig()
     training: TrainingConfig = TrainingConfig()
     deploy: DeployConfig = DeployConfig()
+    observability: ObservabilityConfig = ObservabilityConfig()
 
 
 # --- Loading ---------------------------------------------------------------------------------------
@@ -351,6 +373,7 @@ def validate(config: StageConfig) -> None:
     _validate_training(config.training)
     _one_of("deploy.instance_type", config.deploy.instance_type, INSTANCE_TYPES)
     _positive("deploy.instance_count", config.deploy.instance_count)
+    _validate_observability(config.observability)
     if problem := fit_problem(config.training, config.preprocessing.vocab_size):  # pre-flight: will it fit?
         raise ConfigError("training", *problem)
 
@@ -438,6 +461,15 @@ def _validate_training(train: TrainingConfig) -> None:
             train.global_batch_tokens,
             f"a multiple of sequence_length x micro_batch_size x replicas = {train.sequence_length} x "
             f"{train.micro_batch_size} x {train.data_parallel_replicas} = {train.sequence_length * per_step:,} tokens",
+        )
+
+
+def _validate_observability(obs: ObservabilityConfig) -> None:
+    _one_of("observability.profiling_interval_ms", obs.profiling_interval_ms, PROFILING_INTERVALS_MS)
+    _one_of("observability.state_machine_log_level", obs.state_machine_log_level, STATE_MACHINE_LOG_LEVELS)
+    if not 1 <= obs.efs_throughput_alarm_percent <= 100:
+        raise ConfigError(
+            "observability.efs_throughput_alarm_percent", obs.efs_throughput_alarm_percent, "a percentage from 1 to 100"
         )
 
 

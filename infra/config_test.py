@@ -80,6 +80,22 @@ def test_default_account_comes_from_the_caller_unless_the_stage_names_one():
         ({"storage": {"efs_throughput_mode": "fast"}}, "storage.efs_throughput_mode", "elastic, bursting, provisioned"),
         ({"storage": {"efs_throughput_mode": "provisioned"}}, "storage.efs_provisioned_mibps", "1 to 3414"),
         ({"storage": {"log_retention_days": 10}}, "storage.log_retention_days", "one of 1, 3, 5"),
+        (
+            {"observability": {"profiling_interval_ms": 250}},
+            "observability.profiling_interval_ms",
+            "one of 100, 200, 500, 1000, 5000, 60000",
+        ),
+        (
+            {"observability": {"state_machine_log_level": "DEBUG"}},
+            "observability.state_machine_log_level",
+            "ALL, ERROR",
+        ),
+        (
+            {"observability": {"efs_throughput_alarm_percent": 0}},
+            "observability.efs_throughput_alarm_percent",
+            "1 to 100",
+        ),
+        ({"observability": {"log_execution_data": "no"}}, "observability.log_execution_data", "type bool"),
         ({"account": "12345"}, "account", "a 12-digit AWS account id"),
         ({"region": "us-east-9"}, "region", "did you mean"),
         ({"notification_email": "not-an-address"}, "notification_email", "an e-mail address"),

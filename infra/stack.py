@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import aws_cdk as cdk
+from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.buckets import DataBuckets
@@ -12,9 +13,16 @@ from infra.config import StageConfig
 from infra.encryption import DataKey
 from infra.file_system import DATASETS_PATH, DatasetFileSystem
 from infra.identity import SageMakerExecutionRole
+from infra.instances import INSTANCE_TYPES
 from infra.log_groups import encrypted_log_group
+from infra.nag import acknowledge_wildcards
 from infra.network import Network
 from infra.notifications import Notifications
+from infra.observability import console_links
+from infra.observability.alarms import WorkflowAlarms
+from infra.observability.dashboard import TrainingDashboard
+from infra.observability.job_events import KMS_PUBLISH_REASON, JobFailureNotifications
+from infra.observability.rule_images import rule_evaluator_image
 from infra.source_bundle import TrainingPackage
 from infra.workflow.datasync import DatasetSync
 from infra.workflow.plan_function import PlanFunction
@@ -37,6 +45,7 @@ class PretrainingStack(cdk.Stack):
             description=f"GPT pre-training on SageMaker ({config.name})",
         )
         self.config = config
+        self.log_groups: dict[str, logs.LogGroup] = {}
         storage = config.storage
         self.key = DataKey(self, "DataKey", retain=storage.retain_data).key
         flow_logs = encrypted_log_group(self, "FlowLogs", key=self.key, config=storage)
@@ -63,11 +72,12 @@ class PretrainingStack(cdk.Stack):
         )
         self.package.grant_read(self.execution_role.role)
         self._workflow(config)
+        self._observability(config)
         self._outputs()
 
     def _workflow(self, config: StageConfig) -> None:
         """The Plan function, the DataSync task, the topic and the state machine that ties them together."""
-        job_prefix = f"gpt-{config.name}"
+        self.job_prefix = job_prefix = f"gpt-{config.name}"
         network, buckets = self.network, self.buckets
         settings = StackSettings(
             region=self.region,
@@ -84,6 +94,7 @@ class PretrainingStack(cdk.Stack):
             subnet_ids=network.vpc.select_subnets(**network.job_subnets._values).subnet_ids,
             security_group_ids=[network.jobs_security_group.security_group_id],
             source_dir_uri=self.package.s3_uri,
+            rule_evaluator_image=rule_evaluator_image(config.region),
             stage=dataclasses.asdict(config),
         )
         plan = PlanFunction(
@@ -93,7 +104,7 @@ class PretrainingStack(cdk.Stack):
             key=self.key,
             datasets=buckets.datasets,
             raw=buckets.raw,
-            log_group=encrypted_log_group(self, "PlanLogs", key=self.key, config=config.storage),
+            log_group=self._log_group("PlanLogs", config),
         )
         sync = DatasetSync(
             self,
@@ -114,9 +125,42 @@ class PretrainingStack(cdk.Stack):
             execution_role_arn=self.execution_role.role.role_arn,
             datasync_task=sync.task,
             topic=self.notifications.topic,
-            log_level="ALL",
-            log_group=encrypted_log_group(self, "WorkflowLogs", key=self.key, config=config.storage),
+            log_level=config.observability.state_machine_log_level,
+            include_execution_data=config.observability.log_execution_data,
+            log_group=self._log_group("WorkflowLogs", config),
         )
+        # SnsPublish grants sns:Publish only; the encrypted topic also needs its key (CDK's grant_publish adds it).
+        self.notifications.topic.grant_publish(self.workflow.state_machine.role)
+        acknowledge_wildcards(self.workflow.state_machine.role, {"Action::kms:GenerateDataKey*": KMS_PUBLISH_REASON})
+
+    def _log_group(self, id: str, config: StageConfig) -> logs.LogGroup:
+        """An encrypted log group with the stage's retention, remembered for the console-link outputs."""
+        self.log_groups[id] = encrypted_log_group(self, id, key=self.key, config=config.storage)
+        return self.log_groups[id]
+
+    def _observability(self, config: StageConfig) -> None:
+        """Alarms and job-failure e-mails to the topic, and the dashboard that shows them."""
+        topic, fs_id = self.notifications.topic, self.file_system.file_system.file_system_id
+        machine = self.workflow.state_machine
+        self.alarms = WorkflowAlarms(
+            self,
+            "Alarms",
+            state_machine=machine,
+            file_system_id=fs_id,
+            topic=topic,
+            key=self.key,
+            efs_throughput_percent=config.observability.efs_throughput_alarm_percent,
+        )
+        JobFailureNotifications(self, "JobFailures", job_prefix=self.job_prefix, topic=topic)
+        self.dashboard = TrainingDashboard(
+            self,
+            "Dashboard",
+            state_machine=machine,
+            file_system_id=fs_id,
+            job_prefix=self.job_prefix,
+            gpus_per_host=INSTANCE_TYPES[config.training.instance_type].gpus,
+            alarms=self.alarms.alarms,
+        ).dashboard
 
     def _outputs(self) -> None:
         for name, bucket in self.buckets.data_buckets.items():
@@ -126,3 +170,22 @@ class PretrainingStack(cdk.Stack):
         cdk.CfnOutput(self, "VpcId", value=self.network.vpc.vpc_id)
         cdk.CfnOutput(self, "StateMachineArn", value=self.workflow.state_machine.state_machine_arn)
         cdk.CfnOutput(self, "TopicArn", value=self.notifications.topic.topic_arn)
+        region = self.region
+        links = {
+            "StateMachineConsole": console_links.state_machine_url(
+                region, self.workflow.state_machine.state_machine_arn
+            ),
+            "DashboardUrl": console_links.dashboard_url(region, self.dashboard.dashboard_name),
+            "TrainingJobLogs": console_links.log_group_url(
+                region, console_links.TRAINING_LOG_GROUP, f"{self.job_prefix}-"
+            ),
+            "ProcessingJobLogs": console_links.log_group_url(
+                region, console_links.PROCESSING_LOG_GROUP, f"{self.job_prefix}-"
+            ),
+            **{
+                f"{id}Console": console_links.log_group_url(region, g.log_group_name)
+                for id, g in self.log_groups.items()
+            },
+        }
+        for name, url in links.items():
+            cdk.CfnOutput(self, name, value=url)

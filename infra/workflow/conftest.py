@@ -29,6 +29,7 @@ def make_settings(stage: str = "dev") -> StackSettings:
         subnet_ids=["subnet-a", "subnet-b"],
         security_group_ids=["sg-jobs"],
         source_dir_uri="s3://cdk-assets/abc.gz",
+        rule_evaluator_image="503895931360.dkr.ecr.us-east-1.amazonaws.com/sagemaker-debugger-rules:latest",
         stage=json.loads(json.dumps(dataclasses.asdict(config))),
     )
 

@@ -11,8 +11,9 @@ import json
 import math
 from typing import Any
 
-from infra.images import inference_image, training_image
+from infra.images import TENSORFLOW_VERSION, inference_image, training_image
 from infra.instances import INSTANCE_TYPES
+from infra.workflow import debugger
 from infra.workflow.execution_input import WorkflowInput
 from infra.workflow.metrics import METRIC_DEFINITIONS
 from infra.workflow.settings import StackSettings
@@ -44,6 +45,8 @@ TRAINING_FIELDS = (
     "RetryStrategy",
     "EnableInterContainerTrafficEncryption",
     "ProfilerConfig",
+    "ProfilerRuleConfigurations",
+    *debugger.tensor_rule_field_names(TENSORFLOW_VERSION),  # none for the TF 2.21 image (no smdebug)
     "Environment",
     "Tags",
 )
@@ -257,11 +260,19 @@ def _training_channels(settings: StackSettings, inp: WorkflowInput) -> list[dict
     return [{"ChannelName": "train", "DataSource": source, "InputMode": "FastFile"}]
 
 
+def training_output_uri(settings: StackSettings) -> str:
+    """Training ``S3OutputPath``: a job writes ``<job>/output/``, ``<job>/profiler-output/``, ``<job>/rule-output/``."""
+    return f"s3://{settings.models_bucket}/training/"
+
+
 def training_job_request(settings: StackSettings, inp: WorkflowInput, name: str, run_name: str) -> dict:
-    """The distributed training job: script mode on the TF 2.21 image, data on EFS (or S3), spot, checkpoints."""
+    """The distributed training job: script mode on the TF 2.21 image, data on EFS (or S3), spot, checkpoints,
+    Debugger's system profiling and profiler rules."""
     train = inp.training
     instance = INSTANCE_TYPES[train.instance_type]
     max_run = train.max_run_hours * 3600
+    output_uri = training_output_uri(settings)
+    interval_ms = settings.stage_config.observability.profiling_interval_ms
     return {
         "TrainingJobName": name,
         "RoleArn": settings.role_arn,
@@ -273,10 +284,7 @@ def training_job_request(settings: StackSettings, inp: WorkflowInput, name: str,
         },
         "HyperParameters": training_hyperparameters(settings, inp),
         "InputDataConfig": _training_channels(settings, inp),
-        "OutputDataConfig": {
-            "S3OutputPath": f"s3://{settings.models_bucket}/training/",
-            "KmsKeyId": settings.kms_key_arn,
-        },
+        "OutputDataConfig": {"S3OutputPath": output_uri, "KmsKeyId": settings.kms_key_arn},
         "ResourceConfig": {
             "InstanceType": train.instance_type,
             "InstanceCount": train.instance_count,
@@ -293,10 +301,9 @@ def training_job_request(settings: StackSettings, inp: WorkflowInput, name: str,
         "CheckpointConfig": {"S3Uri": f"s3://{settings.checkpoints_bucket}/{run_name}/", "LocalPath": CHECKPOINT_DIR},
         "RetryStrategy": {"MaximumRetryAttempts": 2},
         "EnableInterContainerTrafficEncryption": True,
-        "ProfilerConfig": {
-            "S3OutputPath": f"s3://{settings.models_bucket}/profiler/",
-            "ProfilingIntervalInMilliseconds": 500,
-        },
+        "ProfilerConfig": debugger.profiler_config(output_uri, interval_ms),
+        "ProfilerRuleConfigurations": debugger.profiler_rule_configurations(settings.rule_evaluator_image),
+        **debugger.tensor_rule_fields(TENSORFLOW_VERSION, output_uri, settings.rule_evaluator_image),
         "Environment": {"PYTHONUNBUFFERED": "1"},
         "Tags": _tags(settings),
     }
@@ -304,15 +311,12 @@ def training_job_request(settings: StackSettings, inp: WorkflowInput, name: str,
 
 def model_artifact_uri(settings: StackSettings, training_job_name: str) -> str:
     """Where SageMaker puts the trained model: ``<S3OutputPath><job>/output/model.tar.gz``."""
-    return f"s3://{settings.models_bucket}/training/{training_job_name}/output/model.tar.gz"
+    return f"{training_output_uri(settings)}{training_job_name}/output/model.tar.gz"
 
 
 def profiler_report_uri(settings: StackSettings, training_job_name: str) -> str:
     """Where Debugger's ProfilerReport rule writes its HTML report for a training job."""
-    return (
-        f"s3://{settings.models_bucket}/profiler/{training_job_name}/rule-output/ProfilerReport/"
-        "profiler-output/profiler-report.html"
-    )
+    return debugger.profiler_report_uri(training_output_uri(settings), training_job_name)
 
 
 def model_request(settings: StackSettings, inp: WorkflowInput, name: str, training_job_name: str) -> dict:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from infra.workflow import requests
@@ -116,3 +117,42 @@ def test_hosting_requests_point_at_the_training_jobs_artifact(settings):
     assert config["ProductionVariants"][0]["ModelName"] == "m"
     assert config["KmsKeyId"] == settings.kms_key_arn
     assert set(requests.endpoint_request(settings, "e", "c")) == set(requests.ENDPOINT_FIELDS)
+
+
+def test_training_profiles_every_instance_and_runs_the_profiler_rules(settings):
+    request = training(settings)
+    output = request["OutputDataConfig"]["S3OutputPath"]
+    assert output == "s3://models-bucket/training/"
+    assert request["ProfilerConfig"] == {"S3OutputPath": output, "ProfilingIntervalInMilliseconds": 500}
+    rules = request["ProfilerRuleConfigurations"]
+    assert [r["RuleConfigurationName"] for r in rules] == [
+        "ProfilerReport",
+        "LowGPUUtilization",
+        "GPUMemoryIncrease",
+        "CPUBottleneck",
+        "IOBottleneck",
+        "BatchSize",
+        "LoadBalancing",
+    ]
+    assert {r["RuleEvaluatorImage"] for r in rules} == {settings.rule_evaluator_image}
+    # The TF 2.21 image has no smdebug hook: no tensor rules, no hook configuration.
+    assert "DebugRuleConfigurations" not in request
+    assert "DebugHookConfig" not in request
+
+
+def test_profiling_interval_comes_from_the_stage(settings):
+    stage = {**settings.stage, "observability": {**settings.stage["observability"], "profiling_interval_ms": 100}}
+    request = training(dataclasses.replace(settings, stage=stage))
+    assert request["ProfilerConfig"]["ProfilingIntervalInMilliseconds"] == 100
+
+
+def test_profiler_report_link_points_where_the_report_rule_writes(settings):
+    request = training(settings)
+    (report_rule,) = [
+        r for r in request["ProfilerRuleConfigurations"] if r["RuleConfigurationName"] == "ProfilerReport"
+    ]
+    expected = (
+        f"{request['ProfilerConfig']['S3OutputPath']}{request['TrainingJobName']}/rule-output/"
+        f"{report_rule['RuleConfigurationName']}/profiler-output/profiler-report.html"
+    )
+    assert requests.profiler_report_uri(settings, request["TrainingJobName"]) == expected

@@ -20,6 +20,7 @@ class StackSettings:
         job_prefix: every SageMaker name starts with it; the state machine's IAM is scoped to it.
         source_dir_uri: the training package's ``sourcedir.tar.gz``.
         efs_datasets_path: the datasets directory on the file system (the DataSync access point's root).
+        rule_evaluator_image: the region's SageMaker Debugger rule image (resolved at synth time).
         stage: the stage configuration, whose values are the execution input's defaults.
     """
 
@@ -37,6 +38,7 @@ class StackSettings:
     subnet_ids: list[str]
     security_group_ids: list[str]
     source_dir_uri: str
+    rule_evaluator_image: str
     stage: dict[str, Any]
 
     @property

@@ -1,0 +1,98 @@
+"""Alarms that e-mail the stack's topic: an execution failed or timed out, EFS throughput near its limit."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from infra.observability import efs_metrics
+
+EFS_PERIOD = cdk.Duration.minutes(1)
+EFS_MINUTES = 5  # consecutive minutes above the threshold before the alarm fires
+
+
+class WorkflowAlarms(Construct):
+    """CloudWatch alarms with the topic as their alarm action.
+
+    Args:
+        state_machine: the workflow; any failed or timed-out execution alarms (one minute, no waiting).
+        file_system_id: the datasets file system.
+        topic: where alarms are sent; encrypted topics get a key grant for CloudWatch.
+        key: the topic's KMS key (default none: an unencrypted topic).
+        efs_throughput_percent: EFS alarm threshold, % of permitted throughput (default 80).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        state_machine: sfn.IStateMachine,
+        file_system_id: str,
+        topic: sns.ITopic,
+        key: kms.IKey | None = None,
+        efs_throughput_percent: int = 80,
+    ) -> None:
+        super().__init__(scope, id)
+        minute = cdk.Duration.minutes(1)
+        self.execution_failed = self._any(
+            "ExecutionFailed", state_machine.metric_failed(period=minute), "A workflow execution failed"
+        )
+        self.execution_timed_out = self._any(
+            "ExecutionTimedOut", state_machine.metric_timed_out(period=minute), "A workflow execution timed out"
+        )
+        self.efs_throughput = cw.Alarm(
+            self,
+            "EfsThroughputNearLimit",
+            metric=efs_metrics.throughput_percent(file_system_id, EFS_PERIOD),
+            threshold=efs_throughput_percent,
+            comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=EFS_MINUTES,
+            datapoints_to_alarm=EFS_MINUTES,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            alarm_description=(
+                f"EFS throughput above {efs_throughput_percent}% of its permitted throughput for {EFS_MINUTES} "
+                "minutes: training is likely waiting on input (see the dashboard's EFS row)."
+            ),
+        )
+        self.alarms: list[cw.Alarm] = [self.execution_failed, self.execution_timed_out, self.efs_throughput]
+        for alarm in self.alarms:
+            alarm.add_alarm_action(actions.SnsAction(topic))
+        _allow_cloudwatch_to_publish(topic, key)
+
+    def _any(self, id: str, metric: cw.Metric, description: str) -> cw.Alarm:
+        """Fires on the first occurrence in a minute."""
+        return cw.Alarm(
+            self,
+            id,
+            metric=metric.with_(statistic="Sum"),
+            threshold=1,
+            comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            alarm_description=f"{description}; the execution's history says which state and why.",
+        )
+
+
+def _allow_cloudwatch_to_publish(topic: sns.ITopic, key: kms.IKey | None) -> None:
+    """The topic's policy replaces SNS's default one, and its key must let CloudWatch encrypt the message."""
+    stack = cdk.Stack.of(topic)
+    cloudwatch = iam.ServicePrincipal("cloudwatch.amazonaws.com")
+    topic.add_to_resource_policy(
+        iam.PolicyStatement(
+            principals=[cloudwatch],
+            actions=["sns:Publish"],
+            resources=[topic.topic_arn],
+            conditions={
+                "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:cloudwatch:{stack.region}:{stack.account}:alarm:*"}
+            },
+        )
+    )
+    if key:
+        key.grant(cloudwatch, "kms:Decrypt", "kms:GenerateDataKey*")
