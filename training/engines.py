@@ -122,8 +122,10 @@ class HorovodEngine:
         return fn(batch[0], *rest)
 
     def gradient(self, tape: tf.GradientTape, loss: tf.Tensor, variables: list) -> list:
-        grads = self.hvd.DistributedGradientTape(tape).gradient(loss, variables)
-        return [g * self.workers for g in grads]
+        # sparse_as_dense: the embedding's IndexedSlices gradient is all-reduced as one dense tensor
+        # instead of all-gathering every looked-up row.
+        grads = self.hvd.DistributedGradientTape(tape, sparse_as_dense=True).gradient(loss, variables)
+        return [tf.convert_to_tensor(g) * self.workers for g in grads]
 
     def reduce_gradients(self, grads: list) -> list:
         return grads  # DistributedGradientTape has all-reduced them
