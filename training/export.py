@@ -66,8 +66,9 @@ def float32_copy(model: GPT) -> GPT:
     return copy
 
 
-def export(model: GPT, export_dir: str | Path, tokenizer_path: str | Path) -> Path:
-    """Writes ``<export_dir>/1`` (SavedModel), tokenizer.json and model_config.json; returns the SavedModel path."""
+def export(model: GPT, export_dir: str | Path, tokenizer_path: str | Path) -> GPTServing:
+    """Writes ``<export_dir>/1`` (SavedModel), tokenizer.json and model_config.json; returns the serving module
+    (its ``path`` is the SavedModel folder, its traced ``generate`` serves the end-of-run sample)."""
     export_dir = Path(export_dir)
     export_dir.mkdir(parents=True, exist_ok=True)
     serving = GPTServing(model)
@@ -75,4 +76,5 @@ def export(model: GPT, export_dir: str | Path, tokenizer_path: str | Path) -> Pa
     tf.saved_model.save(serving, str(path), signatures={"serving_default": serving.generate, "logits": serving.logits})
     shutil.copyfile(tokenizer_path, export_dir / "tokenizer.json")
     (export_dir / "model_config.json").write_text(json.dumps(model.get_config(), indent=2, sort_keys=True))
-    return path
+    serving.path = path
+    return serving

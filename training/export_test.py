@@ -13,7 +13,7 @@ def test_saved_model_serves_generation_and_logits(tmp_path):
     tokenizer.write_text('{"model": {}}')
     fp32 = float32_copy(model)
     assert fp32.blocks[0].fc.compute_dtype == "float32" and fp32.dropout == 0.0
-    path = export(fp32, tmp_path / "model", tokenizer)
+    path = export(fp32, tmp_path / "model", tokenizer).path
 
     assert path == tmp_path / "model" / "1" and (path / "saved_model.pb").is_file()
     assert (tmp_path / "model" / "tokenizer.json").read_text() == '{"model": {}}'

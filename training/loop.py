@@ -17,7 +17,6 @@ from checkpoint import Checkpointer
 from data import token_dataset
 from engines import make_engine
 from export import export, float32_copy
-from gpt.generate import generate
 from gpt.model import GPT
 from gpt.presets import flops_per_token, get_preset
 from job import accumulation_steps, check_inputs, cluster
@@ -213,19 +212,17 @@ class TrainingRun:
         """Chief: export the SavedModel and tokenizer, then print a generated sample."""
         if not self.is_chief:
             return
-        model = float32_copy(self.model)
-        path = export(model, self.args.export_dir, self.inputs.train.tokenizer_path)
-        self.log(f"[export] {path}")
+        serving = export(float32_copy(self.model), self.args.export_dir, self.inputs.train.tokenizer_path)
+        self.log(f"[export] {serving.path}")
         if self.args.sample_tokens > 0:
             tokenizer = self.inputs.tokenizer
             eot = tokenizer.token_to_id(token_shards.END_OF_TEXT)
             prompt = tokenizer.encode(self.args.sample_prompt).ids if self.args.sample_prompt else [eot]
-            ids = generate(
-                model,
+            ids = serving.generate(  # the exported signature's function, already traced
                 tf.constant([prompt[-self.sequence_length :]], tf.int32),
                 tf.constant(self.args.sample_tokens),
                 tf.constant(self.args.sample_temperature, tf.float32),
                 tf.constant(self.args.seed),
-            )
+            )["token_ids"]
             text = self.args.sample_prompt + tokenizer.decode(ids[0].numpy().tolist())
             self.log("[sample] " + text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r"))
