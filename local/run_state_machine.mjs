@@ -15,6 +15,9 @@ const input = JSON.parse(readFileSync(inputPath, 'utf8'));
 const python = process.env.PYTHON || 'python3';
 const scratch = mkdtempSync(join(tmpdir(), 'sfn-'));
 let calls = 0;
+const running = new Set(); // task processes; a state that times out or an execution that ends stops them
+const stopAll = () => running.forEach((child) => child.kill('SIGTERM'));
+process.on('exit', stopAll);
 
 class TaskError extends Error {
   constructor(error, cause) {
@@ -27,9 +30,11 @@ function runTask(state, resource, taskInput) {
   const resultFile = join(scratch, `task-${++calls}.json`);
   return new Promise((resolve, reject) => {
     const child = spawn(python, ['-m', 'local.tasks', contextPath, resultFile], { stdio: ['pipe', 'inherit', 'inherit'] });
+    running.add(child);
     child.stdin.end(JSON.stringify({ state, resource, input: taskInput }));
     child.on('error', reject);
     child.on('close', () => {
+      running.delete(child);
       let answer;
       try {
         answer = JSON.parse(readFileSync(resultFile, 'utf8'));
@@ -88,8 +93,10 @@ const seconds = (ms) => (ms / 1000).toFixed(1).padStart(6);
 
 try {
   const output = await execution.result;
+  stopAll();
   writeFileSync(resultPath, JSON.stringify({ status: 'SUCCEEDED', output }, null, 2));
 } catch (error) {
+  stopAll();
   writeFileSync(resultPath, JSON.stringify({ status: 'FAILED', error: error.name, cause: error.message }, null, 2));
   process.exitCode = 1;
 }

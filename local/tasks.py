@@ -9,6 +9,7 @@ failure, to RESULT. Only the AWS control plane is emulated; the jobs run the rea
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import traceback
 from dataclasses import dataclass
@@ -87,7 +88,12 @@ def as_step_functions_error(error: Exception) -> dict[str, str]:
     return {"Error": type(error).__name__, "Cause": json.dumps(cause)}
 
 
+def _stop(signum: int, frame: Any) -> None:
+    raise SystemExit(f"stopped by signal {signum}")  # unwinds run_hosts, which stops the job's hosts
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, _stop)
     context_path, result_path = sys.argv[1], sys.argv[2]
     request = json.load(sys.stdin)
     context = RunContext.read(context_path)

@@ -97,23 +97,26 @@ def run_hosts(hosts: list[Host], log_dir: Path, echo: bool = True) -> dict[str, 
     for host in hosts:
         process = subprocess.Popen(
             host.argv, cwd=host.cwd, env=host.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            bufsize=1, start_new_session=True,
+            bufsize=1,
         )  # fmt: skip
         processes[host.name] = process
         thread = threading.Thread(target=_pump, args=(process, host, log_dir / f"{host.name}.log", echo), daemon=True)
         thread.start()
         threads.append(thread)
     codes: dict[str, int] = {}
-    while len(codes) < len(processes):
-        for name, process in processes.items():
-            if name not in codes and process.poll() is not None:
-                codes[name] = process.returncode
-        if any(code != 0 for code in codes.values()):  # one host failed: the job fails, the others stop
+    try:
+        while len(codes) < len(processes):
             for name, process in processes.items():
-                if name not in codes:
-                    process.terminate()
-                    codes[name] = process.wait()
-        time.sleep(0.2)
+                if name not in codes and process.poll() is not None:
+                    codes[name] = process.returncode
+            if any(code != 0 for code in codes.values()):  # one host failed: the job fails, the others stop
+                break
+            time.sleep(0.2)
+    finally:  # a failed host, or this job stopped (a timeout, Ctrl-C): no host outlives the job
+        for name, process in processes.items():
+            if process.poll() is None:
+                process.terminate()
+            codes[name] = process.wait()
     for thread in threads:
         thread.join(timeout=5)
     return codes
