@@ -68,6 +68,14 @@ PROCESSING_ENTRYPOINT = [
 ]
 
 
+def task_timeouts(inp: WorkflowInput) -> dict[str, int]:
+    """Seconds each job's Task state waits: the job's own limit (MaxWait with spot, else MaxRuntime) and an hour."""
+    train = inp.training
+    training = train.max_run_hours * 3600 * (2 if train.spot else 1)  # MaxWait (queueing + running) = 2 x MaxRuntime
+    processing = PREPROCESS_HOURS * 3600
+    return {"tokenizer": processing + 3600, "shards": processing + 3600, "training": training + 3600}
+
+
 def encode_hyperparameters(values: dict[str, Any]) -> dict[str, str]:
     """SageMaker's encoding: every value JSON-encoded to a string (so strings carry their quotes)."""
     return {name: json.dumps(value) for name, value in values.items()}
@@ -216,6 +224,7 @@ def training_hyperparameters(settings: StackSettings, inp: WorkflowInput) -> dic
         "micro_batch_size": train.micro_batch_size,
         "max_steps": math.ceil(train.train_tokens / train.global_batch_tokens),
         "precision": train.precision,
+        "recompute": train.recompute,
         "checkpoint_dir": CHECKPOINT_DIR,
         "sagemaker_program": "train.py",
         "sagemaker_submit_directory": settings.source_dir_uri,
