@@ -15,8 +15,12 @@ const input = JSON.parse(readFileSync(inputPath, 'utf8'));
 const python = process.env.PYTHON || 'python3';
 const scratch = mkdtempSync(join(tmpdir(), 'sfn-'));
 let calls = 0;
+let finished = false; // set when the execution ends: later exits of stopped task processes mean nothing
 const running = new Set(); // task processes; a state that times out or an execution that ends stops them
-const stopAll = () => running.forEach((child) => child.kill('SIGTERM'));
+const stopAll = () => {
+  finished = true;
+  running.forEach((child) => child.kill('SIGTERM'));
+};
 process.on('exit', stopAll);
 
 class TaskError extends Error {
@@ -35,6 +39,7 @@ function runTask(state, resource, taskInput) {
     child.on('error', reject);
     child.on('close', () => {
       running.delete(child);
+      if (finished) return;
       let answer;
       try {
         answer = JSON.parse(readFileSync(resultFile, 'utf8'));

@@ -55,7 +55,6 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
         "dataset_uri": requests.dataset_uri(settings, inp),
         "model_artifact_uri": requests.model_artifact_uri(settings, names["training"]),
         "checkpoint_uri": f"s3://{settings.checkpoints_bucket}/{run_name}/",
-        "timeouts": requests.task_timeouts(inp),
         "profiler_report_uri": requests.profiler_report_uri(settings, names["training"]),
         "summary": _summary(inp, shape),
         "requests": {

@@ -26,8 +26,6 @@ def test_fresh_dataset_runs_every_preprocessing_step(settings, store):
     assert plan["names"]["training"].startswith("gpt-dev-exec-1-")
     assert plan["requests"]["training"]["TrainingJobName"] == plan["names"]["training"]
     assert plan["checkpoint_uri"] == "s3://checkpoints-bucket/exec-1/"
-    # dev: a 24 h run on spot may take 48 h in all (MaxWait); the states allow an hour beyond that
-    assert plan["timeouts"] == {"tokenizer": 25 * 3600, "shards": 25 * 3600, "training": 49 * 3600}
     fit = plan["summary"]["fit"]  # the planner's estimate for gpt3-125m on the dev stage's ml.g5.12xlarge
     assert fit["fits"] is True and fit["capacity_gib"] == 24
     assert 0 < fit["memory_gib"]["total"] < 24

@@ -11,6 +11,7 @@ import json
 import math
 from typing import Any
 
+from infra.config import SAGEMAKER_MAX_RUN_HOURS
 from infra.images import TENSORFLOW_VERSION, inference_image, training_image
 from infra.instances import INSTANCE_TYPES
 from infra.workflow import debugger
@@ -57,6 +58,13 @@ ENDPOINT_FIELDS = ("EndpointName", "EndpointConfigName", "Tags")
 PROCESSING_BASE = "/opt/ml/processing"
 CHECKPOINT_DIR = "/opt/ml/checkpoints"
 PREPROCESS_HOURS = 24
+# How long a job's Task state waits before it times out (ASL's default is 60 s): the longest the job may
+# take, so that SageMaker's own limits (MaxRuntime, MaxWait) end a job first, plus an hour.
+TASK_TIMEOUT_SECONDS = {
+    "tokenizer": PREPROCESS_HOURS * 3600 + 3600,
+    "shards": PREPROCESS_HOURS * 3600 + 3600,
+    "training": 2 * SAGEMAKER_MAX_RUN_HOURS * 3600 + 3600,  # spot: MaxWait up to twice the longest MaxRuntime
+}
 # The processing container is the TensorFlow image; it gets the package the way script mode does:
 # unpack sourcedir.tar.gz, install its requirements, run the entry point with the job's arguments.
 PROCESSING_ENTRYPOINT = [
@@ -66,14 +74,6 @@ PROCESSING_ENTRYPOINT = [
     'cd /opt/ml/code; python -m pip install --quiet -r requirements.txt; exec python preprocess.py "$@"',
     "preprocess",
 ]
-
-
-def task_timeouts(inp: WorkflowInput) -> dict[str, int]:
-    """Seconds each job's Task state waits: the job's own limit (MaxWait with spot, else MaxRuntime) and an hour."""
-    train = inp.training
-    training = train.max_run_hours * 3600 * (2 if train.spot else 1)  # MaxWait (queueing + running) = 2 x MaxRuntime
-    processing = PREPROCESS_HOURS * 3600
-    return {"tokenizer": processing + 3600, "shards": processing + 3600, "training": training + 3600}
 
 
 def encode_hyperparameters(values: dict[str, Any]) -> dict[str, str]:

@@ -184,8 +184,8 @@ class Workflow(Construct):
                 {"ErrorEquals": SAGEMAKER_ERRORS_TO_RETRY, "IntervalSeconds": 10, "MaxAttempts": 5, "BackoffRate": 2}
             ],
         }
-        if sync:  # a job's state waits as long as the job may run (the Plan step computes it), then times out
-            state["TimeoutSecondsPath"] = f"$.plan.timeouts.{request}"
+        if sync:  # a job's state waits as long as the job may run, then times out
+            state["TimeoutSeconds"] = requests.TASK_TIMEOUT_SECONDS[request]
         if result_selector:
             state["ResultSelector"] = result_selector
         return sfn.CustomState(self, id, state_json=state)
