@@ -53,6 +53,13 @@ function runTask(state, resource, taskInput) {
   });
 }
 
+// Node's timers hold at most 2^31 - 1 ms (24.8 days); a longer TimeoutSeconds (the training state allows
+// SageMaker's longest spot wait) would fire at once. Here, where nothing runs that long, cap it.
+const MAX_TIMER_SECONDS = Math.floor((2 ** 31 - 1) / 1000);
+for (const state of Object.values(definition.States)) {
+  if (state.TimeoutSeconds > MAX_TIMER_SECONDS) state.TimeoutSeconds = MAX_TIMER_SECONDS;
+}
+
 const handlers = {};
 const waits = {};
 const retries = {};
