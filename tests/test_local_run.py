@@ -86,6 +86,7 @@ def test_corrupt_corpus_takes_the_failure_path(tmp_path: Path):
     corpus = runs / "s3" / "local-bucketsraw" / "sample"
     corpus.mkdir(parents=True)
     (corpus / "00.jsonl").write_text('{"no text": 1}\nnot json at all\n{"text": ""}\n')
+    (corpus / "01.jsonl.zst").write_bytes(b"\x28\xb5\x2f\xfd truncated")  # a zstd header, then nothing usable
     code, output = finish(local_run(runs, "corrupt", {**TINY, "deploy": False}, tmp_path))
     assert code == 1
     assert "✗" in output and "→ TrainTokenizer: caught, going to NotifyFailure" in output
