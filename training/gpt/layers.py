@@ -69,6 +69,51 @@ class CausalSelfAttention(keras.layers.Layer):
         out = tf.reshape(tf.transpose(out, [0, 2, 1, 3]), [batch, length, self.d_model])
         return self.proj(out)
 
+    def call_with_cache(
+        self, x: tf.Tensor, cache: tf.Tensor, cache_update_index: tf.Tensor
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        """Attention of T new positions over the cached keys/values (inference, no dropout).
+
+        The cache holds the keys and values of every position of the context, zeros where nothing is
+        written yet. The T new positions are ``cache_update_index .. cache_update_index + T - 1``: their keys
+        and values are written into the cache and each attends to the positions up to itself.
+
+        Args:
+            x: [B, T, d_model], the new positions' (normalised) inputs.
+            cache: [B, 2, n_head, S, head_dim], keys (index 0) and values (index 1) of S positions.
+            cache_update_index: scalar int32, position of the first new token; T + index <= S.
+
+        Returns:
+            ([B, T, d_model] output, the updated cache).
+
+        Example:
+            >>> attention = CausalSelfAttention(d_model=64, n_head=2)
+            >>> cache = tf.zeros([1, 2, 2, 16, 32])
+            >>> out, cache = attention.call_with_cache(tf.zeros([1, 3, 64]), cache, tf.constant(0))
+            >>> out.shape
+            TensorShape([1, 3, 64])
+        """
+        batch, length = tf.shape(x)[0], tf.shape(x)[1]
+        head_dim = self.d_model // self.n_head
+        cache_length = cache.shape[-2]
+        qkv = tf.reshape(self.qkv(x), [batch, length, 3, self.n_head, head_dim])
+        q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]))  # 3 x [B, n_head, T, head_dim]
+        # Write the new keys/values at positions index .. index + T - 1 of the fixed-size cache.
+        positions = tf.range(cache_length)
+        written = (positions >= cache_update_index) & (positions < cache_update_index + length)
+        written = tf.reshape(written, [1, 1, cache_length, 1])
+        padding = [[0, 0], [0, 0], [cache_update_index, cache_length - cache_update_index - length], [0, 0]]
+        k = tf.where(written, tf.pad(k, padding), cache[:, 0])
+        v = tf.where(written, tf.pad(v, padding), cache[:, 1])
+        # Query t (position index + t) sees keys at positions <= index + t; unwritten positions are masked.
+        scores = tf.cast(tf.einsum("bhqd,bhkd->bhqk", q, k), tf.float32) / math.sqrt(head_dim)
+        visible = positions[tf.newaxis, :] <= (cache_update_index + tf.range(length))[:, tf.newaxis]
+        scores = tf.where(visible, scores, tf.float32.min)
+        probs = tf.cast(tf.nn.softmax(scores, axis=-1), x.dtype)
+        out = tf.einsum("bhqk,bhkd->bhqd", probs, v)
+        out = tf.reshape(tf.transpose(out, [0, 2, 1, 3]), [batch, length, self.d_model])
+        return self.proj(out), tf.stack([k, v], axis=1)
+
     def get_config(self) -> dict:
         return {
             **super().get_config(),
@@ -140,6 +185,31 @@ class DecoderBlock(keras.layers.Layer):
         if training and self.recompute:
             return tf.recompute_grad(lambda h: self._forward(h, seed))(x)
         return self._forward(x, seed)
+
+    def call_with_cache(
+        self, x: tf.Tensor, cache: tf.Tensor, cache_update_index: tf.Tensor
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        """The block on T new positions, reusing the cached keys/values of earlier ones (inference only).
+
+        Args:
+            x: [B, T, d_model], the residual stream of the new positions.
+            cache: [B, 2, n_head, S, head_dim], this block's keys and values (see
+                ``CausalSelfAttention.call_with_cache``).
+            cache_update_index: scalar int32, position of the first new token.
+
+        Returns:
+            ([B, T, d_model], the updated cache).
+
+        Example:
+            >>> block = DecoderBlock(d_model=64, n_head=2)
+            >>> out, cache = block.call_with_cache(tf.zeros([1, 1, 64]), tf.zeros([1, 2, 2, 16, 32]), tf.constant(4))
+            >>> cache.shape
+            TensorShape([1, 2, 2, 16, 32])
+        """
+        attention, cache = self.attn.call_with_cache(self.ln_1(x), cache, cache_update_index)
+        x = x + attention
+        h = keras.activations.gelu(self.fc(self.ln_2(x)), approximate=True)
+        return x + self.fc_proj(h), cache
 
     def get_config(self) -> dict:
         return {

@@ -109,6 +109,56 @@ class GPT(keras.Model):
         embeddings = tf.cast(self.token_embedding.embeddings, x.dtype)
         return tf.cast(tf.matmul(x, embeddings, transpose_b=True), tf.float32)
 
+    def empty_cache(self, batch_size: int | tf.Tensor) -> tf.Tensor:
+        """A zero key/value cache for ``call_with_cache``: [B, n_layer, 2, n_head, sequence_length, head_dim].
+
+        Args:
+            batch_size: number of sequences (an int or a scalar tensor).
+
+        Example:
+            >>> model = GPT.from_preset("tiny", vocab_size=512, sequence_length=32)
+            >>> model.empty_cache(2).shape
+            TensorShape([2, 2, 2, 2, 32, 32])
+        """
+        head_dim = self.d_model // self.n_head
+        shape = [batch_size, self.n_layer, 2, self.n_head, self.sequence_length, head_dim]
+        return tf.zeros(shape, self.compute_dtype)
+
+    def call_with_cache(
+        self, token_ids: tf.Tensor, cache: tf.Tensor, cache_update_index: tf.Tensor
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        """Logits of T new tokens at positions ``cache_update_index ..``, reusing earlier positions' keys/values.
+
+        Feeding a prompt at index 0 and then one token at a time gives the same logits as ``call`` on the
+        whole sequence, at the cost of one position per step instead of the whole sequence. Inference only
+        (no dropout); ``cache_update_index + T`` must not exceed ``sequence_length``.
+
+        Args:
+            token_ids: [B, T] int32, the new tokens.
+            cache: [B, n_layer, 2, n_head, sequence_length, head_dim], from ``empty_cache`` or a previous call.
+            cache_update_index: scalar int32, position of the first new token.
+
+        Returns:
+            (logits [B, T, vocab] float32, the updated cache).
+
+        Example:
+            >>> model = GPT.from_preset("tiny", vocab_size=512, sequence_length=32)
+            >>> logits, cache = model.call_with_cache(tf.constant([[1, 2, 3]]), model.empty_cache(1), 0)
+            >>> logits, cache = model.call_with_cache(tf.constant([[4]]), cache, 3)
+            >>> logits.shape
+            TensorShape([1, 1, 512])
+        """
+        cache_update_index = tf.convert_to_tensor(cache_update_index, tf.int32)
+        positions = cache_update_index + tf.range(tf.shape(token_ids)[1])
+        x = self.token_embedding(token_ids) + self.position_embedding(positions)[tf.newaxis]
+        layer_caches = []
+        for i, block in enumerate(self.blocks):
+            x, layer_cache = block.call_with_cache(x, cache[:, i], cache_update_index)
+            layer_caches.append(layer_cache)
+        x = self.ln_f(x)
+        embeddings = tf.cast(self.token_embedding.embeddings, x.dtype)
+        return tf.cast(tf.matmul(x, embeddings, transpose_b=True), tf.float32), tf.stack(layer_caches, axis=1)
+
     def seed_state_variables(self) -> list:
         """The dropout SeedGenerators' state variables, which a checkpoint must hold for dropout to resume exactly."""
         return [v for v in self.non_trainable_variables if "seed_generator_state" in v.path]
