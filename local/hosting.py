@@ -1,7 +1,8 @@
 """CreateModel, CreateEndpointConfig, CreateEndpoint and DescribeEndpoint, run here.
 
-The model archive is unpacked as the serving container would; the endpoint loads it and answers one
-generation request; DescribeEndpoint reports InService when that request succeeded, Failed otherwise.
+The model archive is unpacked as the serving container would; the endpoint (``local.endpoint``: the
+archive's own code/inference.py hooks around its SavedModel, as in the TF Serving container) answers one
+text-generation request; DescribeEndpoint reports InService with the reply when it succeeded, Failed otherwise.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from infra.workflow.object_store import FolderStore
 from local.jobs.common import REPO_ROOT, extract_archive
 
 PROMPT = "def main("
+REQUEST = {"inputs": PROMPT, "parameters": {"max_new_tokens": 32}}
 
 
 def create_model(request: dict, store: FolderStore, hosting_dir: Path) -> dict:
@@ -39,13 +41,15 @@ def create_endpoint(request: dict, hosting_dir: Path) -> dict:
     config = json.loads((hosting_dir / "endpoint-configs" / f"{request['EndpointConfigName']}.json").read_text())
     model_dir = hosting_dir / "models" / config["ProductionVariants"][0]["ModelName"]
     result = subprocess.run(
-        [sys.executable, "-m", "local.endpoint", str(model_dir), PROMPT], cwd=REPO_ROOT, capture_output=True, text=True
+        [sys.executable, "-m", "local.endpoint", str(model_dir), json.dumps(REQUEST)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
     )
     status: dict[str, Any] = {"EndpointName": request["EndpointName"]}
     if result.returncode == 0:
-        status.update(
-            EndpointStatus="InService", Response=json.loads(result.stdout.strip().splitlines()[-1]), Prompt=PROMPT
-        )
+        reply = json.loads(result.stdout.strip().splitlines()[-1])
+        status.update(EndpointStatus="InService", Response=json.loads(reply["Body"]), Prompt=PROMPT)
     else:
         status.update(EndpointStatus="Failed", FailureReason=result.stderr.strip().splitlines()[-1][:1000])
     path = hosting_dir / "endpoints" / f"{request['EndpointName']}.json"
