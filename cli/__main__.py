@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from cli.invoke import error_message, invoke, request_body
 from cli.start import execution_console_url, start
 
 
@@ -16,10 +17,27 @@ def main(argv: list[str] | None = None) -> int:
     start_cmd.add_argument("--stage", default="dev")
     start_cmd.add_argument("--input", type=Path, help="execution input JSON (see README); default {}")
     start_cmd.add_argument("--name", help="execution name (default run-<timestamp>)")
+    invoke_cmd = commands.add_parser("invoke", help="send a prompt to a deployed endpoint and print the reply")
+    invoke_cmd.add_argument("prompt", help="the text to continue")
+    invoke_cmd.add_argument("--stage", default="dev")
+    invoke_cmd.add_argument("--endpoint", required=True, help="endpoint name (the Deploy step's output)")
+    invoke_cmd.add_argument("--max-new-tokens", type=int, help="tokens to generate (default: the endpoint's, 64)")
+    invoke_cmd.add_argument("--temperature", type=float, help="> 0 samples; 0 or unset = greedy")
+    invoke_cmd.add_argument("--top-k", type=int, help="sample among the k most likely tokens")
+    invoke_cmd.add_argument("--seed", type=int, help="sampling seed (default: random)")
     args = parser.parse_args(argv)
     if args.command == "start":
         arn = start(args.stage, args.input, args.name)
         print(f"Started {arn}\nWatch it: {execution_console_url(arn)}")
+    elif args.command == "invoke":
+        body = request_body(args.prompt, args.max_new_tokens, args.temperature, args.top_k, args.seed)
+        try:
+            reply = invoke(args.stage, args.endpoint, body)
+        except Exception as error:  # botocore's ClientError and connection errors: a message, not a traceback
+            print(error_message(error), file=sys.stderr)
+            return 1
+        for item in reply:
+            print(item["generated_text"])
     return 0
 
 
