@@ -146,6 +146,7 @@ def test_runs_as_the_sagemaker_toolkit_starts_it(sagemaker_run, dataset_dir):
         prompt_ids=tf.constant([[1, 2]]),
         max_new_tokens=tf.constant(3),
         temperature=tf.constant(0.0),
+        top_k=tf.constant(0),
         seed=tf.constant(0),
     )["token_ids"]
     assert out.shape == (1, 3)

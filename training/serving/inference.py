@@ -17,11 +17,11 @@ Response: ``[{"generated_text": "def main(..."}]`` (the prompt + continuation; t
 with ``"return_full_text": false``), cut at the first <|endoftext|>.
 
 Parameters (all optional; null = unset): ``max_new_tokens`` 1 .. context - prompt tokens (default 64, or
-what fits); ``do_sample`` (default: true when temperature > 0 or top_k > 0 is given, else greedy);
-``temperature`` 0 .. 100 (1.0 when sampling without one); ``top_k`` 0 .. vocabulary (0 = all tokens);
-``seed`` 0 .. 2^31-1 (default: a random one per request); ``return_full_text`` (default true). Other
-Hugging Face parameters are refused unless unset (null, false or empty), so a client sending its
-defaults works.
+what fits); ``do_sample`` (default: a given temperature decides, 0 = greedy; else sampling when top_k > 0
+is given, greedy otherwise); ``temperature`` 0 .. 100 (1.0 when sampling without one); ``top_k``
+0 .. vocabulary (0 = all tokens); ``seed`` 0 .. 2^31-1 (default: a random one per request);
+``return_full_text`` (default true). Other Hugging Face parameters are refused unless unset (null, false
+or empty), so a client sending its defaults works.
 
 Generation never goes past the model's context (prompt + max_new_tokens <= sequence_length): longer
 requests are refused, not slid. A bad request raises ``BadRequest`` (a ValueError) whose message
@@ -130,9 +130,9 @@ def generation_inputs(prompt_ids: list[int], parameters: dict, sequence_length: 
     ):
         raise BadRequest(f"parameters.temperature must be a number from 0 to {MAX_TEMPERATURE:g}, got {temperature!r}")
     do_sample = _boolean(parameters, "do_sample", None)
-    if do_sample is None:
-        do_sample = bool(temperature) or top_k > 0
-    if do_sample and temperature == 0:
+    if do_sample is None:  # temperature decides when given (0 = greedy); else top_k > 0 asks for sampling
+        do_sample = temperature > 0 if temperature is not None else top_k > 0
+    elif do_sample and temperature == 0:
         raise BadRequest("parameters.temperature must be greater than 0 when do_sample is true")
     seed = _integer(parameters, "seed", random.randint(0, MAX_SEED) if do_sample else 0, 0, MAX_SEED)
     return {

@@ -80,6 +80,15 @@ def test_text_in_text_out_greedy_sampled_and_with_client_defaults(served):
     tfs_body = json.loads(hooks.input_handler(io.BytesIO(b'{"inputs": "def main("}'), context()))
     assert tfs_body["inputs"]["max_new_tokens"] == min(64, 32 - len(tokenizer.encode("def main(").ids))
     assert tfs_body["inputs"]["temperature"] == 0.0 and tfs_body["inputs"]["top_k"] == 0
+    for parameters, temperature, top_k in [
+        ({"top_k": 5}, 1.0, 5),
+        ({"temperature": 0, "top_k": 5}, 0.0, 0),
+        ({"do_sample": True}, 1.0, 0),
+        ({"do_sample": False, "temperature": 0.7}, 0.0, 0),
+    ]:
+        body = json.dumps({"inputs": "a", "parameters": parameters}).encode()
+        inputs = json.loads(hooks.input_handler(io.BytesIO(body), context()))["inputs"]
+        assert (inputs["temperature"], inputs["top_k"]) == (temperature, top_k), parameters
 
 
 def test_interleaved_requests_keep_their_own_prompts(served):
