@@ -13,6 +13,10 @@ Every engine runs the same training step; they differ in four operations:
                  ``smdistributed.dataparallel.tensorflow`` (same API). Not available in the TF 2.21
                  images; kept small and separate.
 
+``pipeline``     model_parallel_degree K > 1: each replica is a pipeline of K devices of one process (one process
+                 per host drives all its devices: devices / K replicas), gradients summed across replicas by
+                 TensorFlow collective ops on each stage's device (see ``PipelineEngine``).
+
 With MultiWorkerMirroredStrategy every worker starts from the chief's initial values (the strategy
 broadcasts them when variables are created); Horovod broadcasts rank 0's variables after the first step.
 Only the chief (worker 0 / rank 0) writes checkpoints, exports and logs.
@@ -20,6 +24,7 @@ Only the chief (worker 0 / rank 0) writes checkpoints, exports and logs.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -215,3 +220,143 @@ def make_engine(engine: str, *, hosts: list[str], current_host: str, num_gpus: i
     if name == "mirrored":
         return StrategyEngine(tf.distribute.MirroredStrategy(), name)
     return StrategyEngine(tf.distribute.get_strategy(), "default")
+
+
+class PipelineEngine:
+    """Data parallelism over pipeline replicas: each replica is K devices of this process, one per stage.
+
+    Local devices [d0, d1, ..., d(D-1)] form D / K replicas: replica r holds stages on d(rK) .. d(rK + K - 1).
+    Every worker (host) has the same layout. Replicas' gradients are summed with TensorFlow's collective
+    all-reduce, one group per stage position: group k = stage k's device of every replica of every worker
+    (8 GPUs, K = 4, 2 hosts: group 0 = GPU 0 and GPU 4 of both hosts). Collectives run on the stage's own
+    device, so no device ever holds another stage's gradients.
+
+    tf.distribute strategies cannot express this: their replicas are single devices, and their variables
+    and all-reductions are placed on the replica's device. Across hosts a MultiWorkerMirroredStrategy is
+    still created, for what it sets up (the cluster's gRPC server and collective runtime); its own
+    replicas, variables and ``run`` are not used.
+
+    Args:
+        replica_devices: for each local replica, its K stage devices ("/GPU:0", ...).
+        worker, workers: this process's index and the number of processes (hosts).
+        communication: collective implementation hint, "nccl" (GPUs) or "ring" (CPU, gRPC between hosts).
+        strategy: the MultiWorkerMirroredStrategy that started the cluster runtime (kept alive), or None.
+    """
+
+    GROUP_KEY_BASE = 50_000  # far above the keys tf.distribute allocates (from 1)
+    INSTANCE_KEY_BASE = 500_000
+
+    def __init__(
+        self,
+        replica_devices: list[list[str]],
+        *,
+        worker: int = 0,
+        workers: int = 1,
+        communication: str = "ring",
+        strategy: tf.distribute.Strategy | None = None,
+    ):
+        self.replica_devices, self.worker, self.workers = replica_devices, worker, workers
+        self.communication, self.cluster_strategy = communication, strategy
+        self.strategy = tf.distribute.get_strategy()  # the default strategy: plain variables on explicit devices
+        self.name = "pipeline_multi_worker" if workers > 1 else "pipeline"
+        self._instance_keys: dict[tuple[str, int], int] = {}
+
+    @property
+    def model_parallel_degree(self) -> int:
+        return len(self.replica_devices[0])
+
+    @property
+    def local_replicas(self) -> int:
+        return len(self.replica_devices)
+
+    @property
+    def num_replicas(self) -> int:
+        return self.workers * self.local_replicas
+
+    @property
+    def is_chief(self) -> bool:
+        return self.worker == 0
+
+    def scope(self):
+        return contextlib.nullcontext()
+
+    def after_first_step(self, variables: list) -> None:
+        """Nothing to do: the pipeline trainer broadcasts the chief's values before the first step."""
+
+    def all_reduce(self, values: list[tf.Tensor], stage: int, name: str) -> list[tf.Tensor]:
+        """Sums ``values[r]`` (local replica r's tensor for stage ``stage``) over every replica of every worker.
+
+        Call inside a tf.function; every worker must make the same calls in the same order (the ``name`` picks
+        the collective's instance key, which must match across workers). Returns each replica's sum on its
+        stage device.
+        """
+        if self.num_replicas == 1:
+            return list(values)
+        key = self._instance_keys.setdefault((name, stage), self.INSTANCE_KEY_BASE + len(self._instance_keys))
+        summed = []
+        for devices, value in zip(self.replica_devices, values, strict=True):
+            with tf.device(devices[stage]):
+                summed.append(
+                    tf.raw_ops.CollectiveReduce(
+                        input=value,
+                        group_size=self.num_replicas,
+                        group_key=self.GROUP_KEY_BASE + stage,
+                        instance_key=key,
+                        merge_op="Add",
+                        final_op="Id",
+                        subdiv_offsets=[0],
+                        communication_hint=self.communication,
+                    )
+                )
+        return summed
+
+
+def split_cpu(devices: int) -> int:
+    """Splits the CPU into ``devices`` logical devices (before TensorFlow initialises); returns how many there are."""
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    with contextlib.suppress(RuntimeError):  # already initialised: keep what there is
+        if len(tf.config.get_logical_device_configuration(cpu) or [None]) < devices:
+            tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * devices)
+    return len(tf.config.get_logical_device_configuration(cpu) or [None])
+
+
+def make_pipeline_engine(
+    engine: str, *, model_parallel_degree: int, hosts: list[str], current_host: str, num_gpus: int, env=os.environ
+) -> PipelineEngine:
+    """The engine for model_parallel_degree K > 1; call before any other TensorFlow work in the process.
+
+    GPUs: this host's GPUs in groups of K. CPU only: the CPU is split into K logical devices (one replica per
+    host; useful for tests, not for speed). Several hosts (or TF_CONFIG): one worker per host, as for
+    ``multi_worker``. The Horovod API runs one process per device and cannot drive a K-device pipeline.
+    """
+    name = choose_engine(engine, hosts=hosts, num_gpus=num_gpus, env=env)
+    if name == "horovod":
+        raise ValueError(
+            f"model_parallel_degree {model_parallel_degree} needs one process driving {model_parallel_degree} "
+            "devices; the Horovod API runs one process per device: use engine auto or multi_worker"
+        )
+    gpus = len(tf.config.list_physical_devices("GPU"))
+    local = gpus if gpus else split_cpu(model_parallel_degree)
+    if local % model_parallel_degree:
+        raise ValueError(
+            f"model_parallel_degree {model_parallel_degree} does not divide this host's {local} "
+            f"{'GPUs' if gpus else 'logical CPUs'}"
+        )
+    kind = "GPU" if gpus else "CPU"
+    devices = [f"/{kind}:{i}" for i in range(local)]
+    replica_devices = [devices[r : r + model_parallel_degree] for r in range(0, local, model_parallel_degree)]
+    communication = "nccl" if gpus else "ring"
+    if name != "multi_worker":
+        return PipelineEngine(replica_devices, communication=communication)
+    if "TF_CONFIG" not in env and len(hosts) > 1:
+        env["TF_CONFIG"] = sagemaker_tf_config(hosts, current_host)
+    if "TF_CONFIG" in env:
+        os.environ["TF_CONFIG"] = env["TF_CONFIG"]
+    implementation = getattr(tf.distribute.experimental.CommunicationImplementation, communication.upper())
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(
+        communication_options=tf.distribute.experimental.CommunicationOptions(implementation=implementation)
+    )
+    worker, workers = worker_position(strategy.cluster_resolver)
+    return PipelineEngine(
+        replica_devices, worker=worker, workers=workers, communication=communication, strategy=strategy
+    )

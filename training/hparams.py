@@ -80,6 +80,20 @@ def build_parser(env=os.environ) -> argparse.ArgumentParser:
         help="auto: Horovod "
         "API if importable and launched by MPI, else multi_worker with TF_CONFIG or several hosts, else one worker",
     )
+    add(
+        "--model_parallel_degree",
+        type=int,
+        default=1,
+        help="pipeline stages per model replica (K): each replica's blocks are split over K devices of a host, "
+        "the host's other devices and the other hosts are data-parallel replicas; 1 = no pipeline",
+    )
+    add(
+        "--microbatches",
+        type=int,
+        default=0,
+        help="pipeline only: micro-batches per GPipe pass (M), a divisor of the step's accumulation steps; "
+        "0 = all of them; with global_batch_tokens 0, the step's micro-batches per replica",
+    )
     add("--cpu_threads", type=int, default=0, help="TensorFlow intra-op threads; 0 = TensorFlow's choice")
     # Checkpoints, evaluation, logs
     add("--checkpoint_dir", default="/opt/ml/checkpoints", help="checkpoints (SageMaker syncs it with S3)")

@@ -5,6 +5,7 @@ Only the chief (worker 0) prints metric lines, writes checkpoints and exports; e
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import time
@@ -15,12 +16,14 @@ import tensorflow as tf
 import token_shards
 from checkpoint import Checkpointer
 from data import token_dataset
-from engines import make_engine
+from engines import make_engine, make_pipeline_engine
 from export import export, float32_copy
 from gpt.model import GPT
+from gpt.pipeline.model import PipelinedGPT
 from gpt.presets import flops_per_token, get_preset
-from job import accumulation_steps, check_inputs, cluster
+from job import JobError, accumulation_steps, check_inputs, cluster
 from metrics import device_peak_tflops, emit, model_flops_utilisation, train_line, valid_line
+from pipeline_trainer import PipelineTrainer, build_pipeline_replicas
 from schedule import WarmupCosine, scaled_peak_lr
 from trainer import PRECISIONS, Trainer, make_optimizer
 
@@ -70,17 +73,96 @@ class TrainingRun:
         hosts, current_host, num_gpus = cluster(env)
         if num_gpus is None:
             num_gpus = len(tf.config.list_physical_devices("GPU"))
-        self.engine = make_engine(args.engine, hosts=hosts, current_host=current_host, num_gpus=num_gpus, env=env)
+        self.pipelined = args.model_parallel_degree > 1
+        if self.pipelined:
+            if args.use_xla:
+                raise JobError(
+                    "use_xla with model_parallel_degree > 1: XLA compiles a function for one device, a pipeline "
+                    "step spans several"
+                )
+            self.engine = make_pipeline_engine(
+                args.engine,
+                model_parallel_degree=args.model_parallel_degree,
+                hosts=hosts,
+                current_host=current_host,
+                num_gpus=num_gpus,
+                env=env,
+            )
+        else:
+            self.engine = make_engine(args.engine, hosts=hosts, current_host=current_host, num_gpus=num_gpus, env=env)
         self.is_chief = self.engine.is_chief
         T = self.sequence_length = self.inputs.sequence_length
         self.accumulation = accumulation_steps(
             args.global_batch_tokens, args.micro_batch_size, T, self.engine.num_replicas
         )
+        if self.pipelined and args.global_batch_tokens <= 0 and args.microbatches > 0:
+            self.accumulation = args.microbatches  # one GPipe pass of `microbatches` micro-batches a step
+        if self.pipelined and args.microbatches > 0 and self.accumulation % args.microbatches:
+            raise JobError(
+                f"microbatches {args.microbatches} does not divide the {self.accumulation} micro-batches per "
+                "replica of a step (global_batch_tokens / (micro_batch_size x sequence_length x replicas))"
+            )
         self.global_batch_tokens = args.micro_batch_size * T * self.engine.num_replicas * self.accumulation
         self.peak_lr = scaled_peak_lr(args.learning_rate, self.global_batch_tokens, args.lr_reference_tokens)
         self.schedule = WarmupCosine(self.peak_lr, args.warmup_steps, args.max_steps, args.min_lr_ratio)
 
         self.preset = get_preset(args.model_preset)
+        if self.pipelined:
+            self._build_pipeline()
+        else:
+            self._build_data_parallel()
+        self.checkpointer = Checkpointer(
+            args.checkpoint_dir,
+            self.model,
+            self.trainer,
+            keep=args.keep_checkpoints,
+            is_chief=self.is_chief,
+            run_config=self.run_config(),
+            async_save=args.async_checkpoint,
+        )
+        self.start_step = self.checkpointer.restore_latest()
+        self.flops_per_token = flops_per_token(self.preset, n_params=self.model.count_params(), sequence_length=T)
+        self.peak_tflops = args.peak_tflops or device_peak_tflops()
+
+    def _model_arguments(self) -> dict:
+        a = self.args
+        return {
+            "vocab_size": self.inputs.vocab_size,
+            "sequence_length": self.sequence_length,
+            "dropout": a.dropout,
+            "recompute": a.recompute,
+            "seed": a.seed,
+            "dtype": PRECISIONS[a.precision],
+        }
+
+    def _optimizer_arguments(self) -> dict:
+        a = self.args
+        return {"weight_decay": a.weight_decay, "beta_1": a.adam_beta1, "beta_2": a.adam_beta2}
+
+    def _build_pipeline(self) -> None:
+        """One PipelinedGPT and AdamW per local pipeline replica; the chief replica's state is broadcast."""
+        a = self.args
+
+        def build(devices):
+            return PipelinedGPT.from_preset(a.model_preset, devices=devices, **self._model_arguments())
+
+        models, optimizers = build_pipeline_replicas(self.engine, build, self.schedule, **self._optimizer_arguments())
+        self.model = models[0]
+        self.trainer = PipelineTrainer(
+            models,
+            optimizers,
+            self.engine,
+            accumulation_steps=self.accumulation,
+            microbatches=a.microbatches,
+            micro_batch_size=a.micro_batch_size,
+            sequence_length=self.sequence_length,
+            precision=a.precision,
+            grad_clip=a.grad_clip,
+            initial_loss_scale=a.initial_loss_scale,
+        )
+
+    def _build_data_parallel(self) -> None:
+        args, T = self.args, self.sequence_length
         with self.engine.scope():
             self.model = GPT.from_preset(
                 args.model_preset,
@@ -110,18 +192,11 @@ class TrainingRun:
             use_xla=args.use_xla,
             initial_loss_scale=args.initial_loss_scale,
         )
-        self.checkpointer = Checkpointer(
-            args.checkpoint_dir,
-            self.model,
-            self.trainer,
-            keep=args.keep_checkpoints,
-            is_chief=self.is_chief,
-            run_config=self.run_config(),
-            async_save=args.async_checkpoint,
-        )
-        self.start_step = self.checkpointer.restore_latest()
-        self.flops_per_token = flops_per_token(self.preset, n_params=self.model.count_params(), sequence_length=T)
-        self.peak_tflops = args.peak_tflops or device_peak_tflops()
+
+    @property
+    def devices(self) -> int:
+        """Devices training over all workers: replicas x pipeline stages."""
+        return self.engine.num_replicas * self.args.model_parallel_degree
 
     def run_config(self) -> dict:
         """What a checkpoint must agree with ("model") or should agree with ("data") to be resumed."""
@@ -165,6 +240,12 @@ class TrainingRun:
             f"params={self.model.count_params()} global_batch_tokens={self.global_batch_tokens} "
             f"accumulation_steps={self.accumulation} peak_lr={self.peak_lr:.3e} precision={a.precision} "
             f"start_step={self.start_step} max_steps={a.max_steps}"
+            + (
+                f" model_parallel_degree={a.model_parallel_degree} microbatches={self.trainer.microbatches} "
+                f"stages={[len(blocks) for blocks in self.model.stage_blocks]}"
+                if self.pipelined
+                else ""
+            )
         )
         batches = iter(self.train_dataset())
         validation = self.validation_dataset() if self.inputs.validation else None
@@ -189,9 +270,7 @@ class TrainingRun:
                 if step % a.log_every == 0 or step == a.max_steps:
                     elapsed = time.perf_counter() - timer
                     tokens_per_sec = steps_timed * trainer.tokens_per_step / elapsed
-                    mfu = model_flops_utilisation(
-                        tokens_per_sec, self.flops_per_token, self.engine.num_replicas, self.peak_tflops
-                    )
+                    mfu = model_flops_utilisation(tokens_per_sec, self.flops_per_token, self.devices, self.peak_tflops)
                     lr = float(self.schedule(trainer.optimizer.iterations))
                     self.log(train_line(step, result.loss, lr, tokens_per_sec, mfu))
                     timer, steps_timed = time.perf_counter(), 0
@@ -212,7 +291,10 @@ class TrainingRun:
         """Chief: export the SavedModel and tokenizer, then print a generated sample."""
         if not self.is_chief:
             return
-        serving = export(float32_copy(self.model), self.args.export_dir, self.inputs.train.tokenizer_path)
+        # A pipelined model may not fit one accelerator: its single-device copy is made in host memory.
+        with tf.device("/CPU:0") if self.pipelined else contextlib.nullcontext():
+            copy = float32_copy(self.model)
+        serving = export(copy, self.args.export_dir, self.inputs.train.tokenizer_path)
         self.log(f"[export] {serving.path}")
         if self.args.sample_tokens > 0:
             tokenizer = self.inputs.tokenizer

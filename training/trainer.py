@@ -43,9 +43,10 @@ def make_optimizer(
     beta_1: float = 0.9,
     beta_2: float = 0.95,
     epsilon: float = 1e-8,
+    optimizer_class: type[AdamW] = AdamW,
 ) -> AdamW:
     """AdamW (GPT-3 betas) with weight decay on matrices only: no decay on biases, norms' gains and biases."""
-    optimizer = AdamW(
+    optimizer = optimizer_class(
         learning_rate=learning_rate, weight_decay=weight_decay, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon
     )
     optimizer.exclude_from_weight_decay(var_list=[v for v in model.trainable_variables if len(v.shape) < 2])

@@ -1,0 +1,80 @@
+"""Which blocks each pipeline stage holds: contiguous runs of blocks, balanced by parameter count.
+
+    stage 0       token + position embeddings, blocks 0 .. a_1 - 1
+    stage k       blocks a_k .. a_{k+1} - 1
+    stage K - 1   blocks a_{K-1} .. L - 1, final LayerNorm, and the output projection, which reuses the token
+                  embedding (tied weights) that stage 0 holds
+
+Every stage holds at least one block. The heaviest stage is made as light as possible, then the stages as even
+as possible; among equal splits the later stages are lighter (the last one also computes the vocabulary-wide
+logits).
+
+gpt3-1.3b (d = 2048, a block = 12d² + 13d = 50.4 M) with a 50,257-token vocabulary and 2,048 positions:
+embeddings = (50,257 + 2,048) x 2048 = 107.1 M, 2.1 blocks' worth. K = 4 -> blocks 4 | 7 | 7 | 6:
+stage 0 = 107.1 + 4 x 50.4 = 308.6 M, stages 1 and 2 = 352.6 M, stage 3 = 302.2 M (one device would hold 1,316 M).
+
+Standard library only: the planner (``infra/planner/stages.py``) runs the same arithmetic, and a test checks that
+both agree.
+"""
+
+from __future__ import annotations
+
+
+def block_parameters(d_model: int) -> int:
+    """12d² + 13d: qkv 3d² + 3d, attention projection d² + d, MLP 8d² + 5d, two LayerNorms 4d."""
+    return 12 * d_model * d_model + 13 * d_model
+
+
+def balanced_runs(weights: list[int], stages: int) -> list[range]:
+    """Splits ``weights`` into ``stages`` contiguous, non-empty runs: the heaviest run as light as possible, then
+    the runs as even as possible (least sum of squares), then the later runs lighter.
+
+    Dynamic programming over "the first j weights in k runs" (n weights: k x n² steps, nothing for n <= 100).
+    [5, 1, 1, 1, 1, 1] in 2 runs -> [0:1], [1:6] (5 | 5); [3, 1, 1, 1, 1, 1, 1] in 3 -> [0:1], [1:4], [4:7].
+    """
+    n = len(weights)
+    if not 1 <= stages <= n:
+        raise ValueError(f"cannot split {n} blocks into {stages} non-empty stages")
+    prefix = [0]
+    for weight in weights:
+        prefix.append(prefix[-1] + weight)
+    # best[k][j] = ((heaviest run, sum of squares), start of the last run) of the best split of weights[:j] into k runs
+    best: list[list[tuple[tuple[int, int], int] | None]] = [[None] * (n + 1) for _ in range(stages + 1)]
+    best[0][0] = ((0, 0), 0)
+    for k in range(1, stages + 1):
+        for j in range(k, n + 1):
+            for i in range(k - 1, j):  # the k-th run is weights[i:j]
+                if best[k - 1][i] is None:
+                    continue
+                (heaviest, squares), _ = best[k - 1][i]
+                run = prefix[j] - prefix[i]
+                cost = (max(heaviest, run), squares + run * run)
+                if best[k][j] is None or cost <= best[k][j][0]:  # "<=": among equals the last run starts latest
+                    best[k][j] = (cost, i)
+    runs, end = [], n
+    for k in range(stages, 0, -1):
+        start = best[k][end][1]
+        runs.append(range(start, end))
+        end = start
+    return runs[::-1]
+
+
+def stage_blocks(n_layer: int, d_model: int, vocab_size: int, sequence_length: int, stages: int) -> list[range]:
+    """The blocks of each of ``stages`` pipeline stages of a GPT, embeddings counted on stage 0 and the final
+    LayerNorm (2d) on the last. gpt3-1.3b, V = 50,257, T = 2,048, 4 stages -> [0:4], [4:11], [11:18], [18:24]."""
+    weights = [block_parameters(d_model)] * n_layer
+    weights[0] += (vocab_size + sequence_length) * d_model
+    weights[-1] += 2 * d_model
+    return balanced_runs(weights, stages)
+
+
+def stage_parameters(n_layer: int, d_model: int, vocab_size: int, sequence_length: int, stages: int) -> list[int]:
+    """Parameters held by each stage's device (the tied output projection adds none to the last)."""
+    per_block = block_parameters(d_model)
+    counts = []
+    for k, blocks in enumerate(stage_blocks(n_layer, d_model, vocab_size, sequence_length, stages)):
+        count = len(blocks) * per_block
+        count += (vocab_size + sequence_length) * d_model if k == 0 else 0
+        count += 2 * d_model if k == stages - 1 else 0
+        counts.append(count)
+    return counts
