@@ -23,6 +23,7 @@ import contextlib
 from collections.abc import Callable
 
 import tensorflow as tf
+
 from gpt.pipeline.model import PipelinedGPT, variable_device
 
 

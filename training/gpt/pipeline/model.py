@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 import keras
 import tensorflow as tf
+
 from gpt.model import GPT
 from gpt.pipeline.partition import stage_blocks
 
