@@ -7,7 +7,17 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from infra.checkov import skip_checks
 from infra.config import StorageConfig
+
+UNVERSIONED = {
+    "Raw": "The corpus as uploaded: the workflow's roles (jobs, Plan) only read it, so no workflow step can "
+    "overwrite or delete it; its only writers are the people who upload it.",
+    "Datasets": "Derived data, rebuilt from the raw corpus by rerunning preprocessing; a rerun rewrites hundreds of "
+    "GB of shards, which versioning would keep as stale copies.",
+    "Checkpoints": "Tens of GB rewritten every few hundred steps and rotated by train.py; versioning would keep "
+    "every superseded checkpoint. The run's product, the model archive, is in the versioned models bucket.",
+}
 
 
 class DataBuckets(Construct):
@@ -38,9 +48,18 @@ class DataBuckets(Construct):
             removal_policy=removal,
             auto_delete_objects=auto_delete,
         )
+        skip_checks(
+            self.access_logs,
+            {
+                "CKV_AWS_18": "This bucket is the access-log destination of the four data buckets; logging it too "
+                "would need another log bucket, itself unlogged.",
+                "CKV_AWS_21": "Written only by S3 log delivery (its policy admits logging.s3.amazonaws.com for the "
+                "data buckets' prefixes alone) and expired after a year; no workflow role can read or write it.",
+            },
+        )
 
         def data_bucket(name: str, *, versioned: bool = False) -> s3.Bucket:
-            return s3.Bucket(
+            bucket = s3.Bucket(
                 self,
                 name,
                 encryption=s3.BucketEncryption.KMS,
@@ -56,6 +75,9 @@ class DataBuckets(Construct):
                 removal_policy=removal,
                 auto_delete_objects=auto_delete,
             )
+            if not versioned:
+                skip_checks(bucket, {"CKV_AWS_21": UNVERSIONED[name]})
+            return bucket
 
         self.raw = data_bucket("Raw")
         self.datasets = data_bucket("Datasets")

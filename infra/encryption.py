@@ -7,6 +7,16 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+LOGS_KEY_ACTIONS = [
+    "kms:Encrypt",
+    "kms:Decrypt",
+    "kms:ReEncryptFrom",
+    "kms:ReEncryptTo",
+    "kms:GenerateDataKey",
+    "kms:GenerateDataKeyWithoutPlaintext",
+    "kms:DescribeKey",
+]
+
 
 class DataKey(Construct):
     """One KMS key for buckets, the file system, job volumes, logs and notifications.
@@ -28,11 +38,13 @@ class DataKey(Construct):
             enable_key_rotation=True,
             removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,
         )
-        # CloudWatch Logs encrypts the stack's log groups with this key.
+        # CloudWatch Logs encrypts the stack's log groups with this key. AWS's example policy writes these as
+        # Encrypt*, Decrypt*, ReEncrypt*, GenerateDataKey*, Describe*; spelled out, less the key-pair actions
+        # (GenerateDataKeyPair*), which envelope encryption of log events never calls.
         self.key.add_to_resource_policy(
             iam.PolicyStatement(
                 principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
-                actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
+                actions=LOGS_KEY_ACTIONS,
                 resources=["*"],  # in a key policy "*" means this key
                 conditions={
                     "ArnLike": {"kms:EncryptionContext:aws:logs:arn": f"arn:aws:logs:{stack.region}:{stack.account}:*"}

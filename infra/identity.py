@@ -69,8 +69,17 @@ class SageMakerExecutionRole(Construct):
         )
         add(
             iam.PolicyStatement(
-                actions=["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey", "kms:CreateGrant"],
+                actions=["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey"],
                 resources=[key.key_arn],
+            )
+        )
+        # SageMaker creates grants on the key for the job's volumes. Only for AWS resources: code in a job may not
+        # grant the data key to another principal.
+        add(
+            iam.PolicyStatement(
+                actions=["kms:CreateGrant"],
+                resources=[key.key_arn],
+                conditions={"Bool": {"kms:GrantIsForAWSResource": "true"}},
             )
         )
         add(

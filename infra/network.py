@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
@@ -18,6 +20,18 @@ ISOLATED_ENDPOINTS = {
     "Monitoring": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_MONITORING,
     "Sts": ec2.InterfaceVpcEndpointAwsService.STS,
 }
+
+
+# What the jobs do in S3 (the actions of their role, infra/identity.py); through the S3 endpoint of an isolated
+# network, only these and only on this account's buckets.
+JOB_S3_ACTIONS = [
+    "s3:GetBucketLocation",
+    "s3:ListBucket",
+    "s3:GetObject",
+    "s3:PutObject",
+    "s3:DeleteObject",
+    "s3:AbortMultipartUpload",
+]
 
 
 class Network(Construct):
@@ -37,6 +51,22 @@ class Network(Construct):
         subnets = [ec2.SubnetConfiguration(name="jobs", subnet_type=private, cidr_mask=20)]
         if not config.isolated:
             subnets.append(ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24))
+        # The role VPC Flow Logs delivers with, assumable only for flow logs of this account (confused deputy).
+        stack = Stack.of(self)
+        flow_logs_role = iam.Role(
+            self,
+            "FlowLogsRole",
+            assumed_by=iam.ServicePrincipal(
+                "vpc-flow-logs.amazonaws.com",
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                    "ArnLike": {
+                        "aws:SourceArn": f"arn:{stack.partition}:ec2:{stack.region}:{stack.account}:vpc-flow-log/*"
+                    },
+                },
+            ),
+            description="VPC flow logs of the jobs' VPC to their log group",
+        )
         self.vpc = ec2.Vpc(
             self,
             "Vpc",
@@ -46,11 +76,15 @@ class Network(Construct):
             subnet_configuration=subnets,
             restrict_default_security_group=True,
             flow_logs={
-                "All": ec2.FlowLogOptions(destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_log_group))
+                "All": ec2.FlowLogOptions(
+                    destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_log_group, flow_logs_role)
+                )
             },
         )
         self.job_subnets = ec2.SubnetSelection(subnet_type=private)
-        self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)
+        s3_endpoint = self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)
+        if config.isolated:
+            self._limit_s3_endpoint(s3_endpoint)
         self.jobs_security_group = ec2.SecurityGroup(
             self,
             "JobsSecurityGroup",
@@ -75,8 +109,9 @@ class Network(Construct):
             allow_all_outbound=False,
         )
         endpoints_sg.add_ingress_rule(self.jobs_security_group, ec2.Port.HTTPS, "HTTPS from SageMaker jobs")
+        account = Stack.of(self).account
         for name, service in ISOLATED_ENDPOINTS.items():
-            self.vpc.add_interface_endpoint(
+            endpoint = self.vpc.add_interface_endpoint(
                 name,
                 service=service,
                 subnets=self.job_subnets,
@@ -84,3 +119,36 @@ class Network(Construct):
                 security_groups=[endpoints_sg],
                 open=False,
             )
+            # Only this account's principals: code in a job cannot call these APIs with credentials of its own.
+            endpoint.add_to_policy(
+                iam.PolicyStatement(
+                    principals=[iam.AnyPrincipal()],
+                    actions=["*"],  # any action of this endpoint's one service, by this account's principals
+                    resources=["*"],
+                    conditions={"StringEquals": {"aws:PrincipalAccount": account}},
+                )
+            )
+
+    def _limit_s3_endpoint(self, endpoint: ec2.GatewayVpcEndpoint) -> None:
+        """With no internet route, the S3 endpoint is the jobs' only way out: only this account's buckets.
+
+        Without a policy, code in a job could write to any bucket in the region, e.g. with a presigned URL of
+        another account's. ECR serves image layers (the Deep Learning Containers, Debugger's rule image) from
+        an AWS-owned bucket, which is admitted for reading only.
+        """
+        stack = Stack.of(self)
+        endpoint.add_to_policy(
+            iam.PolicyStatement(
+                principals=[iam.AnyPrincipal()],
+                actions=JOB_S3_ACTIONS,
+                resources=["*"],
+                conditions={"StringEquals": {"aws:ResourceAccount": stack.account}},
+            )
+        )
+        endpoint.add_to_policy(
+            iam.PolicyStatement(
+                principals=[iam.AnyPrincipal()],
+                actions=["s3:GetObject"],
+                resources=[f"arn:{stack.partition}:s3:::prod-{stack.region}-starport-layer-bucket/*"],
+            )
+        )

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from aws_cdk import Stack
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
+
+# SNS encrypts each message under a data key it asks KMS for with the publisher's permissions, and reuses it
+# for up to 5 minutes: one GenerateDataKey and one Decrypt per publisher and period (SNS's key-management guide).
+PUBLISH_KEY_ACTIONS = ["kms:Decrypt", "kms:GenerateDataKey"]
 
 
 class Notifications(Construct):
@@ -18,6 +24,25 @@ class Notifications(Construct):
 
     def __init__(self, scope: Construct, id: str, *, key: kms.IKey, email: str | None = None) -> None:
         super().__init__(scope, id)
+        self.key = key
         self.topic = sns.Topic(self, "Topic", display_name="GPT pre-training", master_key=key, enforce_ssl=True)
         if email:
             self.topic.add_subscription(subscriptions.EmailSubscription(email))
+
+    def grant_publish(self, grantee: iam.IGrantable) -> None:
+        """``sns:Publish`` on the topic and the two key actions SNS uses for it, only through SNS.
+
+        Unlike CDK's ``Topic.grant_publish`` (``kms:GenerateDataKey*`` on the key, any caller), the key
+        actions are spelled out and limited by ``kms:ViaService`` to requests SNS makes in this region.
+        """
+        principal = grantee.grant_principal
+        principal.add_to_principal_policy(
+            iam.PolicyStatement(actions=["sns:Publish"], resources=[self.topic.topic_arn])
+        )
+        principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=PUBLISH_KEY_ACTIONS,
+                resources=[self.key.key_arn],
+                conditions={"StringEquals": {"kms:ViaService": f"sns.{Stack.of(self).region}.amazonaws.com"}},
+            )
+        )

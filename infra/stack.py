@@ -9,19 +9,19 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.buckets import DataBuckets
+from infra.checkov import SkipChecksOnCdkProviders
 from infra.config import StageConfig
 from infra.encryption import DataKey
 from infra.file_system import DATASETS_PATH, DatasetFileSystem
 from infra.identity import SageMakerExecutionRole
 from infra.instances import INSTANCE_TYPES
 from infra.log_groups import encrypted_log_group
-from infra.nag import acknowledge_wildcards
 from infra.network import Network
 from infra.notifications import Notifications
 from infra.observability import console_links
 from infra.observability.alarms import WorkflowAlarms
 from infra.observability.dashboard import TrainingDashboard
-from infra.observability.job_events import KMS_PUBLISH_REASON, JobFailureNotifications
+from infra.observability.job_events import JobFailureNotifications
 from infra.observability.rule_images import rule_evaluator_image
 from infra.source_bundle import TrainingPackage
 from infra.workflow.datasync import DatasetSync
@@ -45,6 +45,7 @@ class PretrainingStack(cdk.Stack):
             description=f"GPT pre-training on SageMaker ({config.name})",
         )
         self.config = config
+        cdk.Aspects.of(self).add(SkipChecksOnCdkProviders())
         self.log_groups: dict[str, logs.LogGroup] = {}
         storage = config.storage
         self.key = DataKey(self, "DataKey", retain=storage.retain_data).key
@@ -129,9 +130,8 @@ class PretrainingStack(cdk.Stack):
             include_execution_data=config.observability.log_execution_data,
             log_group=self._log_group("WorkflowLogs", config),
         )
-        # SnsPublish grants sns:Publish only; the encrypted topic also needs its key (CDK's grant_publish adds it).
-        self.notifications.topic.grant_publish(self.workflow.state_machine.role)
-        acknowledge_wildcards(self.workflow.state_machine.role, {"Action::kms:GenerateDataKey*": KMS_PUBLISH_REASON})
+        # SnsPublish grants sns:Publish only; the encrypted topic also needs its key, through SNS.
+        self.notifications.grant_publish(self.workflow.state_machine)
 
     def _log_group(self, id: str, config: StageConfig) -> logs.LogGroup:
         """An encrypted log group with the stage's retention, remembered for the console-link outputs."""
@@ -151,7 +151,7 @@ class PretrainingStack(cdk.Stack):
             key=self.key,
             efs_throughput_percent=config.observability.efs_throughput_alarm_percent,
         )
-        JobFailureNotifications(self, "JobFailures", job_prefix=self.job_prefix, topic=topic)
+        JobFailureNotifications(self, "JobFailures", job_prefix=self.job_prefix, notifications=self.notifications)
         self.dashboard = TrainingDashboard(
             self,
             "Dashboard",

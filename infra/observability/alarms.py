@@ -11,6 +11,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from infra.notifications import PUBLISH_KEY_ACTIONS
 from infra.observability import efs_metrics
 
 EFS_PERIOD = cdk.Duration.minutes(1)
@@ -95,4 +96,15 @@ def _allow_cloudwatch_to_publish(topic: sns.ITopic, key: kms.IKey | None) -> Non
         )
     )
     if key:
-        key.grant(cloudwatch, "kms:Decrypt", "kms:GenerateDataKey*")
+        # The key actions SNS takes for a publisher, only for topics of this account and region (SNS puts the
+        # topic's ARN in the encryption context of its data keys). Naming the topic itself would be a cycle:
+        # the topic refers to the key, whose policy would refer to the topic.
+        topics = f"arn:{stack.partition}:sns:{stack.region}:{stack.account}:*"
+        key.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[cloudwatch],
+                actions=PUBLISH_KEY_ACTIONS,
+                resources=["*"],  # in a key policy "*" means this key
+                conditions={"ArnLike": {"kms:EncryptionContext:aws:sns:topicArn": topics}},
+            )
+        )

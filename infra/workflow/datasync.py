@@ -60,7 +60,14 @@ class DatasetSync(Construct):
                 resources=[bucket.arn_for_objects("datasets/*")],
             )
         )
-        bucket_role.add_to_policy(iam.PolicyStatement(actions=["kms:Decrypt"], resources=[key.key_arn]))
+        # S3 decrypts the objects with the data key on the role's behalf; the role may use the key for nothing else.
+        bucket_role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["kms:Decrypt"],
+                resources=[key.key_arn],
+                conditions={"StringEquals": {"kms:ViaService": f"s3.{stack.region}.amazonaws.com"}},
+            )
+        )
         efs_role = iam.Role(self, "FileSystemAccessRole", assumed_by=principal)
         efs_role.add_to_policy(
             iam.PolicyStatement(

@@ -197,6 +197,7 @@ class Workflow(Construct):
             "StartDataSync",
             service="datasync",
             action="startTaskExecution",
+            iam_action="datasync:StartTaskExecution",
             parameters={
                 "TaskArn": self._datasync_task_arn,
                 "Includes": [
@@ -212,6 +213,7 @@ class Workflow(Construct):
             "DescribeDataSync",
             service="datasync",
             action="describeTaskExecution",
+            iam_action="datasync:DescribeTaskExecution",
             parameters={"TaskExecutionArn": sfn.JsonPath.string_at("$.datasync.TaskExecutionArn")},
             iam_resources=[f"{self._datasync_task_arn}/execution/*"],
             result_path="$.datasync_status",
@@ -269,6 +271,7 @@ class Workflow(Construct):
             "DescribeEndpoint",
             service="sagemaker",
             action="describeEndpoint",
+            iam_action="sagemaker:DescribeEndpoint",
             parameters={"EndpointName": sfn.JsonPath.string_at("$.plan.names.endpoint")},
             iam_resources=[self._arn("endpoint")],
             result_path="$.deployment.status",
