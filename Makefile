@@ -4,6 +4,7 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+CHECKOV_VENV := $(VENV)/checkov
 NODE_BIN := node_modules/.bin
 # jsii and the local state-machine interpreter run on the Node 22 that package.json pins.
 export JSII_NODE := $(CURDIR)/$(NODE_BIN)/node
@@ -43,12 +44,19 @@ bench: install ## Benchmarks (ratios against a reference measured in the same ru
 	$(VENV)/bin/pip install -q --no-deps -r bench/requirements.txt
 	for b in bench/*_bench.py; do $(PY) $$b || exit 1; done
 
-install: $(VENV)/.installed node_modules/.installed
+install: $(VENV)/.installed $(CHECKOV_VENV)/.installed node_modules/.installed
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt training/requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements-dev.txt
+	touch $@
+
+# checkov in its own environment: its pins conflict with requirements.txt's (see requirements-checkov.txt).
+$(CHECKOV_VENV)/.installed: requirements-checkov.txt | $(VENV)/.installed
+	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install -q --upgrade pip
+	$(CHECKOV_VENV)/bin/python -m pip install -q -r requirements-checkov.txt
 	touch $@
 
 node_modules/.installed: package.json package-lock.json
