@@ -207,7 +207,8 @@ class Workflow(Construct):
             iam_resources=[self._datasync_task_arn],
             result_path="$.datasync",
         )
-        wait = sfn.Wait(self, "WaitForDataSync", time=sfn.WaitTime.duration(cdk.Duration.seconds(30)))
+        _retry_sdk_errors(start)
+        start.add_catch(notify_failure, result_path="$.error")
         describe = tasks.CallAwsService(
             self,
             "DescribeDataSync",
@@ -219,30 +220,18 @@ class Workflow(Construct):
             result_path="$.datasync_status",
             result_selector={"Status.$": "$.Status", "Result.$": "$.Result"},
         )
-        failed = sfn.Pass(
-            self,
-            "DataSyncFailed",
-            result_path="$.error",
-            parameters={
-                "Error": "DataSync.Failed",
-                "Cause": sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.datasync_status.Result")),
-            },
+        cause = sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.datasync_status.Result"))
+        poll = self._poll(
+            "DataSync",
+            "DataSync done?",
+            describe,
+            seconds=30,
+            status="$.datasync_status.Status",
+            done=("SUCCESS", next_state),
+            failed=("ERROR", "DataSync.Failed", cause),
+            notify_failure=notify_failure,
         )
-        for state in (start, describe):
-            state.add_retry(
-                errors=AWS_SDK_ERRORS_TO_RETRY, interval=cdk.Duration.seconds(5), max_attempts=5, backoff_rate=2
-            )
-            state.add_catch(notify_failure, result_path="$.error")
-        return (
-            start.next(wait)
-            .next(describe)
-            .next(
-                sfn.Choice(self, "DataSync done?")
-                .when(sfn.Condition.string_equals("$.datasync_status.Status", "SUCCESS"), next_state)
-                .when(sfn.Condition.string_equals("$.datasync_status.Status", "ERROR"), failed.next(notify_failure))
-                .otherwise(wait)
-            )
-        )
+        return start.next(poll)
 
     def _deploy(self, notify_success: sfn.IChainable, notify_failure: sfn.IChainable) -> sfn.IChainable:
         """Model, endpoint configuration, endpoint; then poll until the endpoint is in service."""
@@ -265,7 +254,8 @@ class Workflow(Construct):
             sync=False,
             result_path="$.deployment.endpoint",
         )
-        wait = sfn.Wait(self, "WaitForEndpoint", time=sfn.WaitTime.duration(cdk.Duration.seconds(60)))
+        for state in (model, config, endpoint):
+            state.add_catch(notify_failure, result_path="$.error")
         describe = tasks.CallAwsService(
             self,
             "DescribeEndpoint",
@@ -276,34 +266,47 @@ class Workflow(Construct):
             iam_resources=[self._arn("endpoint")],
             result_path="$.deployment.status",
         )
-        failed = sfn.Pass(
-            self,
-            "EndpointFailed",
-            result_path="$.error",
-            parameters={
-                "Error": "Endpoint.Failed",
-                "Cause": sfn.JsonPath.string_at("$.deployment.status.FailureReason"),
-            },
+        cause = sfn.JsonPath.string_at("$.deployment.status.FailureReason")
+        poll = self._poll(
+            "Endpoint",
+            "Endpoint in service?",
+            describe,
+            seconds=60,
+            status="$.deployment.status.EndpointStatus",
+            done=("InService", notify_success),
+            failed=("Failed", "Endpoint.Failed", cause),
+            notify_failure=notify_failure,
         )
-        for state in (model, config, endpoint, describe):
-            state.add_catch(notify_failure, result_path="$.error")
-        describe.add_retry(
-            errors=AWS_SDK_ERRORS_TO_RETRY, interval=cdk.Duration.seconds(5), max_attempts=5, backoff_rate=2
-        )
-        return (
-            model.next(config)
-            .next(endpoint)
-            .next(wait)
-            .next(describe)
-            .next(
-                sfn.Choice(self, "Endpoint in service?")
-                .when(sfn.Condition.string_equals("$.deployment.status.EndpointStatus", "InService"), notify_success)
-                .when(
-                    sfn.Condition.string_equals("$.deployment.status.EndpointStatus", "Failed"),
-                    failed.next(notify_failure),
-                )
-                .otherwise(wait)
-            )
+        return model.next(config).next(endpoint).next(poll)
+
+    def _poll(
+        self,
+        name: str,
+        question: str,
+        describe: tasks.CallAwsService,
+        *,
+        seconds: int,
+        status: str,
+        done: tuple[str, sfn.IChainable],
+        failed: tuple[str, str, str],
+        notify_failure: sfn.IChainable,
+    ) -> sfn.IChainable:
+        """Wait, describe, and go on when ``status`` reads done; fail when it reads failed; else wait again.
+
+        Args:
+            done: (status value, next state).
+            failed: (status value, error name, cause) for the failure notification.
+        """
+        wait = sfn.Wait(self, f"WaitFor{name}", time=sfn.WaitTime.duration(cdk.Duration.seconds(seconds)))
+        _retry_sdk_errors(describe)
+        describe.add_catch(notify_failure, result_path="$.error")
+        failed_status, error, cause = failed
+        failure = sfn.Pass(self, f"{name}Failed", result_path="$.error", parameters={"Error": error, "Cause": cause})
+        return wait.next(describe).next(
+            sfn.Choice(self, question)
+            .when(sfn.Condition.string_equals(status, done[0]), done[1])
+            .when(sfn.Condition.string_equals(status, failed_status), failure.next(notify_failure))
+            .otherwise(wait)
         )
 
     def _notify_failure(self) -> sfn.IChainable:
@@ -393,3 +396,8 @@ class Workflow(Construct):
             "Invoking any version of the Plan function (CDK's LambdaInvoke grant)."
         )
         acknowledge_wildcards(role, reasons)
+
+
+def _retry_sdk_errors(state: tasks.CallAwsService) -> None:
+    """Throttling, timeouts and service errors of an AWS API call: five tries, backing off from 5 s."""
+    state.add_retry(errors=AWS_SDK_ERRORS_TO_RETRY, interval=cdk.Duration.seconds(5), max_attempts=5, backoff_rate=2)
