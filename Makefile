@@ -13,7 +13,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/$(NODE_BIN):$(PATH)
 CDK := $(NODE_BIN)/cdk
 STAGE ?= dev
 
-.PHONY: run test synth diff deploy destroy lint bench install clean
+.PHONY: run test synth diff deploy destroy lint plan bench install clean
 
 run: install ## The main job: synthesize and run the workflow locally
 	$(PY) -m local.run --stage $(STAGE) $(if $(INPUT),--input $(INPUT))
