@@ -8,6 +8,8 @@ from engines import StrategyEngine
 from gpt.model import GPT
 from trainer import Trainer, make_optimizer
 
+from conftest import TWO_CPUS
+
 CONFIG = {"model": {"n_layer": 2, "d_model": 64, "vocab_size": 50}, "data": {"micro_batch_size": 2}}
 BATCHES = [tf.constant(np.random.default_rng(i).integers(0, 50, [1, 1, 2, 9]), tf.int32) for i in range(4)]
 
@@ -59,3 +61,42 @@ def test_a_differently_shaped_model_is_refused(tmp_path):
     other = {**CONFIG, "model": {**CONFIG["model"], "vocab_size": 51}}
     with pytest.raises(CheckpointMismatch, match="use another checkpoint_dir"):
         build(tmp_path, config=other)[2].restore_latest()
+
+
+@pytest.mark.skipif(not TWO_CPUS, reason="TensorFlow was initialised before conftest could split the CPU")
+def test_a_pipelined_checkpoint_restores_into_one_device_and_back(tmp_path):
+    from pipeline_trainer_test import build_pipeline, build_single, random_batches
+
+    batches = random_batches(4)
+
+    def checkpointer(folder, model, trainer):
+        config = {"model": {"n_layer": 2, "d_model": 64, "vocab_size": 97}}
+        return Checkpointer(tmp_path / folder, model, trainer, keep=2, is_chief=True, run_config=config)
+
+    def state(model, trainer):
+        return model.get_weights() + [v.numpy() for v in trainer.optimizer.variables]
+
+    pipelined, pipeline_trainer = build_pipeline(dropout=0.3)
+    for batch in batches[:2]:
+        pipeline_trainer.train_step(batch)
+    saving = checkpointer("pipelined", pipelined, pipeline_trainer)
+    saving.save()
+    saving.wait()
+
+    # Pipelined -> one device: the same weights, AdamW moments and step, bit for bit; dropout continues alike.
+    single, trainer = build_single(dropout=0.3, seed=99)
+    assert checkpointer("pipelined", single, trainer).restore_latest() == 2
+    for a, b in zip(state(pipelined, pipeline_trainer), state(single, trainer), strict=True):
+        np.testing.assert_array_equal(a, b)
+    for batch in batches[2:]:  # float32 rounding apart (see pipeline_trainer_test): the same run continues
+        assert trainer.train_step(batch).loss == pytest.approx(pipeline_trainer.train_step(batch).loss, rel=1e-6)
+
+    # One device -> pipelined: a fresh pipelined model takes the single-device checkpoint, bit for bit.
+    saving = checkpointer("single", single, trainer)
+    saving.save()
+    saving.wait()
+    restored, restored_trainer = build_pipeline(dropout=0.3, seed=99)
+    assert checkpointer("single", restored, restored_trainer).restore_latest() == 4
+    for a, b in zip(state(single, trainer), state(restored, restored_trainer), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert restored.blocks[1].fc.kernel.value.device.endswith("CPU:1")  # restored in place, on the stage's device

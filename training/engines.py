@@ -259,7 +259,7 @@ class PipelineEngine:
         self.communication, self.cluster_strategy = communication, strategy
         self.strategy = tf.distribute.get_strategy()  # the default strategy: plain variables on explicit devices
         self.name = "pipeline_multi_worker" if workers > 1 else "pipeline"
-        self._instance_keys: dict[tuple[str, int], int] = {}
+        self._instance_keys: dict[tuple, int] = {}
 
     @property
     def model_parallel_degree(self) -> int:
@@ -292,7 +292,9 @@ class PipelineEngine:
         """
         if self.num_replicas == 1:
             return list(values)
-        key = self._instance_keys.setdefault((name, stage), self.INSTANCE_KEY_BASE + len(self._instance_keys))
+        # One instance key per (name, stage, shape): TensorFlow fixes an instance's shape at its first run.
+        signature = (name, stage, tuple(values[0].shape.as_list()))
+        key = self._instance_keys.setdefault(signature, self.INSTANCE_KEY_BASE + len(self._instance_keys))
         summed = []
         for devices, value in zip(self.replica_devices, values, strict=True):
             with tf.device(devices[stage]):
@@ -309,6 +311,12 @@ class PipelineEngine:
                     )
                 )
         return summed
+
+
+def pipeline_layout(kind: str, devices: int, model_parallel_degree: int) -> list[list[str]]:
+    """Consecutive devices form a replica's stages: 8 GPUs, K = 4 -> [[GPU:0 .. GPU:3], [GPU:4 .. GPU:7]]."""
+    names = [f"/{kind}:{i}" for i in range(devices)]
+    return [names[r : r + model_parallel_degree] for r in range(0, devices, model_parallel_degree)]
 
 
 def split_cpu(devices: int) -> int:
@@ -342,9 +350,7 @@ def make_pipeline_engine(
             f"model_parallel_degree {model_parallel_degree} does not divide this host's {local} "
             f"{'GPUs' if gpus else 'logical CPUs'}"
         )
-    kind = "GPU" if gpus else "CPU"
-    devices = [f"/{kind}:{i}" for i in range(local)]
-    replica_devices = [devices[r : r + model_parallel_degree] for r in range(0, local, model_parallel_degree)]
+    replica_devices = pipeline_layout("GPU" if gpus else "CPU", local, model_parallel_degree)
     communication = "nccl" if gpus else "ring"
     if name != "multi_worker":
         return PipelineEngine(replica_devices, communication=communication)

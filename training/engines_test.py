@@ -9,6 +9,8 @@ from engines import HorovodEngine, StrategyEngine, choose_engine, sagemaker_tf_c
 from gpt.model import GPT
 from trainer import Trainer, make_optimizer
 
+from conftest import TWO_CPUS
+
 
 def test_auto_picks_by_environment(monkeypatch):
     monkeypatch.setattr(engines, "import_horovod", lambda: None)
@@ -121,3 +123,34 @@ def test_horovod_average_is_turned_back_into_a_sum():
     # Each of 4 ranks holds the same share: the sum of their gradients is 4 x 2x = 24.
     assert float(engine.gradient(tape, loss, [x])[0]) == 24.0
     assert float(engine.sum_over_replicas(tf.constant(1.5))) == 6.0
+
+
+def test_pipeline_layout_groups_consecutive_devices():
+    assert engines.pipeline_layout("GPU", 8, 4) == [[f"/GPU:{i}" for i in range(4)], [f"/GPU:{i}" for i in range(4, 8)]]
+    assert engines.pipeline_layout("GPU", 8, 2)[3] == ["/GPU:6", "/GPU:7"]
+    assert engines.pipeline_layout("CPU", 2, 2) == [["/CPU:0", "/CPU:1"]]
+
+
+@pytest.mark.skipif(not TWO_CPUS, reason="TensorFlow was initialised before conftest could split the CPU")
+def test_pipeline_engine_on_this_hosts_devices():
+    engine = engines.make_pipeline_engine(
+        "auto", model_parallel_degree=2, hosts=["algo-1"], current_host="algo-1", num_gpus=0, env={}
+    )
+    assert (engine.name, engine.replica_devices, engine.num_replicas, engine.is_chief) == (
+        "pipeline",
+        [["/CPU:0", "/CPU:1"]],
+        1,
+        True,
+    )
+    value = tf.constant([1.0, 2.0])
+    assert engine.all_reduce([value], 0, "x") == [value]  # one replica: nothing to sum
+    # TensorFlow is running with 2 logical CPUs: it cannot be split into 4 any more.
+    with pytest.raises(ValueError, match="model_parallel_degree 4 does not divide this host's 2 logical CPUs"):
+        engines.make_pipeline_engine("auto", model_parallel_degree=4, hosts=["a"], current_host="a", num_gpus=0, env={})
+
+
+def test_pipeline_refuses_the_horovod_engine():
+    with pytest.raises(ValueError, match="the Horovod API runs one process per device"):
+        engines.make_pipeline_engine(
+            "horovod", model_parallel_degree=2, hosts=["a"], current_host="a", num_gpus=8, env={}
+        )

@@ -43,3 +43,10 @@ def test_str2bool(text, value):
 def test_a_non_boolean_is_an_error():
     with pytest.raises(SystemExit):
         parse_args(["--use_xla", "maybe"], {})
+
+
+def test_pipeline_hyperparameters_default_to_no_pipeline():
+    args = parse_args([], env={})
+    assert (args.model_parallel_degree, args.microbatches) == (1, 0)
+    args = parse_args([], env={"SM_HPS": '{"model_parallel_degree": 4, "microbatches": 8}'})
+    assert (args.model_parallel_degree, args.microbatches) == (4, 8)

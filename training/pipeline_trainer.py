@@ -5,7 +5,7 @@
             one GPipe pass over `microbatches` micro-batches (gpt/pipeline/gpipe.py)
             -> loss and gradients, each gradient on its variable's stage device, summed over the passes
     for each stage k: pack stage k's gradients (and, on the last stage, the loss), all-reduce SUM over replicas
-    grads /= loss_scale; norm = sqrt(sum over stages of each stage's sum of squares); clip to grad_clip
+    grads /= loss_scale; norm = sqrt(sum over stages of each stage's sum of squares, the chief replica's); clip
     keep the gradients in buffers (variables on the stage devices)
     host: if the loss and the norm are finite, AdamW applies the buffers, each variable's update on its device
 
@@ -115,6 +115,13 @@ class PipelineTrainer(Trainer):
                 with tf.device(variable_device(variable)):
                     replica_buffers.append(tf.Variable(tf.zeros(variable.shape, tf.float32), trainable=False))
             self.buffers.append(replica_buffers)
+        # True on the chief replica (worker 0's replica 0) only. A variable rather than a Python constant, so that
+        # every worker traces the same graph: TensorFlow's scoped allocator (on under MultiWorkerMirroredStrategy)
+        # merges collectives whose inputs are constants differently, and the workers' collectives then disagree.
+        self.chief_replica = []
+        for r, model in enumerate(self.models):
+            with tf.device(model.devices[0]):
+                self.chief_replica.append(tf.Variable(engine.is_chief and r == 0, trainable=False))
         self._broadcast = tf.function(self._broadcast_fn)
         self._in_sync = engine.num_replicas == 1
 
@@ -141,14 +148,19 @@ class PipelineTrainer(Trainer):
                 grads = summed
         return loss, grads
 
-    def _unscale_and_clip(self, model: PipelinedGPT, grads: list) -> tuple[tf.Tensor, list]:
-        """grads / loss_scale, clipped to grad_clip by the global norm; each stage's arithmetic on its device."""
+    def _unscale_and_square(self, model: PipelinedGPT, grads: list) -> tuple[list, list]:
+        """grads / loss_scale, and each stage's sum of squared gradients; each stage's arithmetic on its device."""
         grads, squares = list(grads), []
         for device, indices in zip(model.devices, self.stage_indices, strict=True):
             with tf.device(device):
                 for i in indices:
                     grads[i] = grads[i] / self.loss_scale
                 squares.append(tf.add_n([tf.reduce_sum(tf.square(grads[i])) for i in indices]))
+        return grads, squares
+
+    def _clip(self, model: PipelinedGPT, grads: list, squares: list) -> tuple[tf.Tensor, list]:
+        """Clips to grad_clip by the global norm sqrt(sum of the stages' squares); returns (norm, clipped grads)."""
+        grads = list(grads)
         with tf.device(model.devices[0]):
             norm = tf.sqrt(tf.add_n(squares))  # NaN or Inf if any gradient is
             # tf.clip_by_global_norm's factor: 1 below the limit, grad_clip / norm above it.
@@ -185,6 +197,29 @@ class PipelineTrainer(Trainer):
                         losses[r] = tf.reshape(pieces[-1], [])
         return losses, grads
 
+    def _from_chief(self, replica: int, value: tf.Tensor) -> tf.Tensor:
+        """``value`` on the chief replica, zeros elsewhere: summed over the replicas, the chief's value."""
+        return tf.where(self.chief_replica[replica], value, tf.zeros_like(value))
+
+    def _chief_squares(self, squares: list[list]) -> list[list]:
+        """Every replica takes the chief replica's per-stage sums of squares (a scalar all-reduce per stage).
+
+        The replicas hold bit-identical gradients after the all-reduce, but TensorFlow's CPU reductions are not
+        always bit-reproducible (seen: norms 1 ulp apart on two replicas of one process); clipping with
+        different norms would let the replicas' weights drift apart.
+        """
+        if self.engine.num_replicas == 1:
+            return squares
+        shared = [list(replica) for replica in squares]
+        for k in range(len(self.stage_indices)):
+            values = []
+            for r, model in enumerate(self.models):
+                with tf.device(model.devices[k]):
+                    values.append(self._from_chief(r, squares[r][k]))
+            for r, value in enumerate(self.engine.all_reduce(values, k, "squares")):
+                shared[r][k] = value
+        return shared
+
     def _compute_fn(self, batch: tf.Tensor):
         losses, grads = [], []
         for r, model in enumerate(self.models):
@@ -192,9 +227,13 @@ class PipelineTrainer(Trainer):
             losses.append(loss)
             grads.append(replica_grads)
         losses, grads = self._sum_over_replicas(losses, grads)
+        unscaled = [self._unscale_and_square(model, g) for model, g in zip(self.models, grads, strict=True)]
+        squares = self._chief_squares([stage_squares for _, stage_squares in unscaled])
         norms = []
-        for model, replica_grads, buffers in zip(self.models, grads, self.buffers, strict=True):
-            norm, replica_grads = self._unscale_and_clip(model, replica_grads)
+        for model, (replica_grads, _), replica_squares, buffers in zip(
+            self.models, unscaled, squares, self.buffers, strict=True
+        ):
+            norm, replica_grads = self._clip(model, replica_grads, replica_squares)
             norms.append(norm)
             for buffer, grad in zip(buffers, replica_grads, strict=True):
                 buffer.assign(grad)  # a resource op: runs on the buffer's device
@@ -228,7 +267,7 @@ class PipelineTrainer(Trainer):
                 after_previous = tf.control_dependencies([done] if done is not None else [])
                 with tf.device(variable_device(variables[i])), after_previous:
                     value = tf.cast(tf.convert_to_tensor(variables[i]), tf.float64)
-                    values.append(value if self.engine.is_chief and r == 0 else tf.zeros_like(value))
+                    values.append(self._from_chief(r, value))
             stage = stage_of(variable, self.model.devices)
             assigns = []
             for variables, value in zip(replicas, self.engine.all_reduce(values, stage, f"broadcast/{i}"), strict=True):
