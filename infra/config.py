@@ -147,6 +147,8 @@ class TrainingConfig:
         recompute: recompute each block's activations in the backward pass (default true: +1/3 compute, but
             gpt3-125m at micro-batch 8 x 2048 tokens needs ~40 GiB per GPU without it; see ``make plan``).
         model_parallel_degree: pipeline stages per model replica; divides the GPUs per instance (default 1).
+        microbatches: with model_parallel_degree > 1, micro-batches per GPipe pass (M); a divisor of the step's
+            micro-batches per replica; 0 (default) = all of them in one pass. The bubble is (K - 1) / (M + K - 1).
         instance_type, instance_count: the training cluster.
         data_parallel_engine: ``multi_worker_mirrored`` (default, tf.distribute) or ``mpi`` (Horovod API).
         spot: managed spot training (checkpoints make interruptions harmless).
@@ -166,6 +168,7 @@ class TrainingConfig:
     precision: str = "bf16"
     recompute: bool = True
     model_parallel_degree: int = 1
+    microbatches: int = 0
     instance_type: str = "ml.p4d.24xlarge"
     instance_count: int = 1
     data_parallel_engine: str = "multi_worker_mirrored"
@@ -461,6 +464,24 @@ def _validate_training(train: TrainingConfig) -> None:
             train.global_batch_tokens,
             f"a multiple of sequence_length x micro_batch_size x replicas = {train.sequence_length} x "
             f"{train.micro_batch_size} x {train.data_parallel_replicas} = {train.sequence_length * per_step:,} tokens",
+        )
+    _validate_pipeline(train, sequences // per_step)
+
+
+def _validate_pipeline(train: TrainingConfig, micro_batches_per_replica: int) -> None:
+    """microbatches divides the micro-batches a replica runs per step; a pipeline needs one process per host."""
+    if train.microbatches < 0 or (train.microbatches and micro_batches_per_replica % train.microbatches):
+        raise ConfigError(
+            "training.microbatches",
+            train.microbatches,
+            f"0 or a divisor of the {micro_batches_per_replica} micro-batches per replica of a step",
+        )
+    if train.model_parallel_degree > 1 and train.data_parallel_engine == "mpi":
+        raise ConfigError(
+            "training.data_parallel_engine",
+            "mpi",
+            "multi_worker_mirrored with model_parallel_degree > 1 (a pipeline is one process driving "
+            "model_parallel_degree GPUs; the MPI engine runs one process per GPU)",
         )
 
 

@@ -141,6 +141,16 @@ def test_model_parallel_degree_divides_the_gpus_and_the_replicas():
     assert load({"training": {"model_parallel_degree": 2}}).training.data_parallel_replicas == 4  # 8 GPUs / 2 stages
 
 
+def test_microbatches_divide_a_replicas_micro_batches_and_pipelines_need_the_tf_engine():
+    # 524,288 tokens / 2048 = 256 sequences / (8 x 4 replicas) = 8 micro-batches per replica with K = 2.
+    config = load({"training": {"model_parallel_degree": 2, "microbatches": 4}})
+    assert config.training.microbatches == 4
+    with pytest.raises(ConfigError, match=r"training.microbatches: 3 is not valid; expected 0 or a divisor of the 8"):
+        load({"training": {"model_parallel_degree": 2, "microbatches": 3}})
+    with pytest.raises(ConfigError, match=r"training.data_parallel_engine: 'mpi' is not valid; expected multi_worker"):
+        load({"training": {"model_parallel_degree": 2, "data_parallel_engine": "mpi"}})
+
+
 def test_a_training_config_that_does_not_fit_names_the_smallest_change_that_does():
     too_big = {"model_preset": "gpt3-1.3b", "recompute": False, "micro_batch_size": 4, "instance_count": 4}
     with pytest.raises(ConfigError) as error:

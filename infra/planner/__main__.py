@@ -56,6 +56,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--instance-type", default="ml.p4d.24xlarge", choices=sorted(INSTANCE_TYPES), metavar="TYPE")
     parser.add_argument("--instance-count", type=int, default=1)
     parser.add_argument("--model-parallel-degree", type=int, default=1)
+    parser.add_argument("--microbatches", type=int, default=0, help="per GPipe pass (default 0: the whole step)")
     parser.add_argument("--mfu", type=float, default=DEFAULT_MFU, help="model-FLOPs utilisation (default 0.4)")
     return parser.parse_args(argv)
 
@@ -81,6 +82,7 @@ def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
         global_batch_tokens=args.global_batch_tokens,
         train_tokens=args.train_tokens,
         mfu=args.mfu,
+        microbatches=args.microbatches,
     )
 
 

@@ -6,8 +6,9 @@
 - Recomputation runs the forward pass twice: 8·N + 16·L·s·d executed, 4/3 of the model FLOPs.
 - ``mfu`` is the model-FLOPs utilisation the run would reach without recomputation; the hardware then
   runs at the same efficiency on the extra forward pass, so recomputation shows up as a longer step.
-- Pipeline stages (K) each run 1/K of the layers and idle for a bubble of (K-1)/m of the step
-  (1F1B schedule, m micro-batches per step).
+- Pipeline stages (K) each run 1/K of the layers; the GPipe schedule training runs leaves each idle for
+  (K - 1) / (m + K - 1) of a pass of m micro-batches (the bubble), so a step takes (m + K - 1) / m times the
+  ideal (m = micro-batches per pass).
 - Gradients are all-reduced between instances once per step in float32 (4 bytes per parameter),
   ring all-reduce: each instance sends and receives 2·(I-1)/I of them, at ``NETWORK_EFFICIENCY`` of the
   instance's bandwidth, after the backward pass (not overlapped; TensorFlow's multi-worker strategy
@@ -34,7 +35,10 @@ def hardware_flops_per_token(shape: ModelShape, parameters: int, sequence_length
 
 
 def pipeline_factor(model_parallel_degree: int, micro_batches: int) -> float:
-    """Step-time multiplier of a 1F1B pipeline: (m + K - 1) / m. K = 4, m = 4 -> 1.75; K = 1 -> 1."""
+    """Step-time multiplier of a GPipe pipeline: (m + K - 1) / m. K = 4, m = 4 -> 1.75; K = 1 -> 1.
+
+    The bubble, the idle fraction of each device, is (K - 1) / (m + K - 1): 3 / 7 = 43% for K = m = 4.
+    """
     return (micro_batches + model_parallel_degree - 1) / micro_batches
 
 

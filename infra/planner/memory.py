@@ -17,8 +17,12 @@ The model follows what this project's Keras model does (``training/gpt``):
   Without it the planner under-estimated measured CPU peaks by 7-19% (bench/planner_vs_measured_bench.py).
 - Logits: b·s·V elements, in the compute dtype (2 bytes), cast to float32 by the model (4) and the
   float32 softmax gradient of the loss (4): 10 bytes each in bf16/fp16, 8 in float32.
-- Pipeline (model-parallel degree K): the heaviest stage holds ceil(L/K) layers plus the tied embedding;
-  a 1F1B schedule keeps min(K, micro-batches) micro-batches' activations in flight on the first stage.
+- Pipeline (model-parallel degree K): the blocks are split as training splits them (``stages.py``: balanced
+  by parameters, embeddings on the first stage, final LayerNorm on the last). Training runs GPipe: a pass runs
+  all M micro-batches forward before any backward, so every stage holds M micro-batches' activations of its
+  layers (M = ``microbatches``, or every micro-batch of the step). The last stage computes the logits and the
+  head's gradient of the tied token embedding (V·d x 4 bytes) before it goes to the first stage. Each
+  device's memory is computed; the heaviest is reported.
 - Framework overhead: 1 GiB (CUDA context, cuBLAS/cuDNN workspaces, TensorFlow runtime) plus 5% of
   everything else for allocator fragmentation.
 """
@@ -26,8 +30,8 @@ The model follows what this project's Keras model does (``training/gpt``):
 from __future__ import annotations
 
 import dataclasses
-import math
 
+from infra.planner import stages
 from infra.presets import ModelShape
 
 GIB = 2**30
@@ -68,13 +72,19 @@ class Memory:
 
 
 def stage_parameters(shape: ModelShape, vocab_size: int, sequence_length: int, model_parallel_degree: int) -> int:
-    """Parameters on the heaviest pipeline stage: ceil(L/K) blocks plus the (tied) embeddings and final norm.
+    """Parameters on the heaviest pipeline stage, split as training splits them (``stages.py``).
 
-    gpt3-1.3b, K = 4: 6 blocks x 50.4 M + (50,257 + 2,048) x 2,048 = 302 M + 107 M = 409 M.
+    gpt3-1.3b, K = 4: blocks 4 | 7 | 7 | 6 -> max(308.6, 352.5, 352.5, 302.2 M) = 7 x 50.4 M = 352.5 M.
     """
-    d = shape.d_model
-    blocks = math.ceil(shape.n_layer / model_parallel_degree)
-    return blocks * (12 * d * d + 13 * d) + (vocab_size + sequence_length) * d + 2 * d
+    return max(stages.stage_parameters(shape, vocab_size, sequence_length, model_parallel_degree))
+
+
+def in_flight_micro_batches(model_parallel_degree: int, accumulation_steps: int, microbatches: int = 0) -> int:
+    """Micro-batches whose activations a device holds at once: 1 without a pipeline (one micro-batch's forward
+    and backward at a time); with one, GPipe's M = ``microbatches`` (0: every micro-batch of the step)."""
+    if model_parallel_degree == 1:
+        return 1
+    return microbatches or accumulation_steps
 
 
 def state_bytes_per_parameter(precision: str, optimizer: str, accumulate: bool) -> dict[str, int]:
@@ -114,18 +124,18 @@ def activation_bytes(
     micro_batch: int,
     precision: str,
     recompute: bool,
-    model_parallel_degree: int = 1,
-    accumulation_steps: int = 1,
+    layers: int | None = None,
+    in_flight: int = 1,
 ) -> int:
-    """Activations held by the heaviest stage during the backward pass, with one layer's backward working set.
+    """Activations of ``layers`` blocks (default: all) for ``in_flight`` micro-batches during the backward pass,
+    with one layer's backward working set.
 
     Without recomputation: layers x in-flight micro-batches x the full per-layer figure. With it: each
     layer's input (2·s·b·h bytes, 4 in float32) plus one layer rebuilt in full.
     gpt3-125m, s = 2048, b = 8, bf16: 12 x 2.44 GB = 29.3 GB; recomputed: 12 x 25 MB + 2.44 GB = 2.7 GB;
     plus 3.4 GB of working set either way.
     """
-    layers = math.ceil(shape.n_layer / model_parallel_degree)
-    in_flight = min(model_parallel_degree, accumulation_steps)
+    layers = shape.n_layer if layers is None else layers
     full = layer_activation_bytes(shape, sequence_length, micro_batch, precision)
     workspace = backward_workspace_bytes(shape, sequence_length, micro_batch, precision)
     if not recompute:
@@ -153,15 +163,25 @@ def device_memory(
     recompute: bool,
     model_parallel_degree: int,
     accumulation_steps: int,
+    microbatches: int = 0,
 ) -> Memory:
-    """The memory breakdown of the heaviest device (conservative for K > 1: the first stage's layers and
-    in-flight micro-batches together with the last stage's logits)."""
-    parameters = stage_parameters(shape, vocab_size, sequence_length, model_parallel_degree)
+    """The memory breakdown of the heaviest device: of each pipeline stage's device (its parameters, its layers'
+    activations for the in-flight micro-batches, the logits on the last), the one with the largest total."""
     per_parameter = state_bytes_per_parameter(precision, optimizer, accumulation_steps > 1)
-    return Memory(
-        **{kind: parameters * size for kind, size in per_parameter.items()},
-        activations=activation_bytes(
-            shape, sequence_length, micro_batch, precision, recompute, model_parallel_degree, accumulation_steps
-        ),
-        logits=logits_bytes(vocab_size, sequence_length, micro_batch, precision),
-    )
+    in_flight = in_flight_micro_batches(model_parallel_degree, accumulation_steps, microbatches)
+    layers = stages.stage_layers(shape, vocab_size, sequence_length, model_parallel_degree)
+    parameters = stages.stage_parameters(shape, vocab_size, sequence_length, model_parallel_degree)
+    logits = logits_bytes(vocab_size, sequence_length, micro_batch, precision)
+    if model_parallel_degree > 1:
+        logits += vocab_size * shape.d_model * 4  # the head's embedding gradient, computed on the last stage
+    devices = [
+        Memory(
+            **{kind: parameters[k] * size for kind, size in per_parameter.items()},
+            activations=activation_bytes(
+                shape, sequence_length, micro_batch, precision, recompute, layers[k], in_flight
+            ),
+            logits=logits if k == model_parallel_degree - 1 else 0,
+        )
+        for k in range(model_parallel_degree)
+    ]
+    return max(devices, key=lambda memory: memory.total)

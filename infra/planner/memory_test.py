@@ -9,6 +9,7 @@ from infra.planner.memory import (
     activation_bytes,
     backward_workspace_bytes,
     device_memory,
+    in_flight_micro_batches,
     layer_activation_bytes,
     logits_bytes,
     stage_parameters,
@@ -35,10 +36,11 @@ def test_model_state_bytes_per_parameter(precision, optimizer, accumulate, total
 def test_stage_parameters_match_the_closed_form_count_and_split_the_blocks():
     shape = PRESETS["gpt3-1.3b"]
     assert stage_parameters(shape, 50_257, 2048, 1) == shape.parameters(50_257, 2048)
-    # 4 stages: 6 of the 24 blocks (50.36 M each) plus the 107.1 M embeddings and final norm.
-    assert stage_parameters(shape, 50_257, 2048, 4) == 6 * 50_358_272 + (50_257 + 2048) * 2048 + 2 * 2048
-    # 5 stages do not divide 24 layers: the heaviest holds ceil(24 / 5) = 5.
-    assert stage_parameters(shape, 50_257, 2048, 5) == 5 * 50_358_272 + (50_257 + 2048) * 2048 + 2 * 2048
+    # 4 stages of 4 | 7 | 7 | 6 blocks (50.36 M each), the 107.1 M embeddings on the first: the middle ones are
+    # the heaviest. Splitting by layer count alone (6 each, embeddings on top) would put 409 M on the first.
+    assert stage_parameters(shape, 50_257, 2048, 4) == 7 * 50_358_272
+    # 5 stages: 3 | 6 | 5 | 5 | 5 blocks -> 6 on the second (302 M) vs the first's 3 x 50.4 + 107.1 = 258 M.
+    assert stage_parameters(shape, 50_257, 2048, 5) == 6 * 50_358_272
 
 
 def test_layer_activations_follow_korthikanti_and_double_in_fp32():
@@ -57,16 +59,29 @@ def test_recomputation_keeps_layer_inputs_and_one_full_layer():
     assert activation_bytes(shape, 2048, 8, "bf16", recompute=True) == 12 * 2 * 2048 * 8 * 768 + full + workspace
 
 
-def test_pipeline_stages_keep_min_of_stages_and_micro_batches_in_flight():
+def test_gpipe_stages_hold_their_layers_for_every_micro_batch_of_a_pass():
     shape = PRESETS["gpt3-1.3b"]
     workspace = backward_workspace_bytes(shape, 2048, 1, "bf16")
-    one = activation_bytes(shape, 2048, 1, "bf16", recompute=False) - workspace
-    # 1F1B: 4 stages x 6 layers, 4 micro-batches in flight on the first stage: no saving over one device.
-    four = activation_bytes(shape, 2048, 1, "bf16", False, model_parallel_degree=4, accumulation_steps=8)
-    assert four - workspace == one
-    # With only 2 micro-batches per step, 2 are in flight: half.
-    two = activation_bytes(shape, 2048, 1, "bf16", False, model_parallel_degree=4, accumulation_steps=2)
-    assert two - workspace == one // 2
+    layer = layer_activation_bytes(shape, 2048, 1, "bf16")
+    # GPipe runs all M micro-batches forward before any backward: a stage of 7 layers holds 7 x M of them.
+    assert in_flight_micro_batches(4, accumulation_steps=8) == 8  # microbatches 0: the whole step in one pass
+    assert in_flight_micro_batches(4, accumulation_steps=8, microbatches=2) == 2
+    assert in_flight_micro_batches(1, accumulation_steps=8) == 1  # no pipeline: one micro-batch at a time
+    assert activation_bytes(shape, 2048, 1, "bf16", False, layers=7, in_flight=8) == 7 * 8 * layer + workspace
+
+
+def test_the_heaviest_stage_is_reported_with_its_own_activations_and_logits():
+    args = {"vocab_size": 50_257, "sequence_length": 2048, "micro_batch": 1, "precision": "bf16"}
+    args.update(optimizer="adamw", recompute=True, accumulation_steps=8, microbatches=0)
+    shape = PRESETS["gpt3-1.3b"]
+    one = device_memory(shape, model_parallel_degree=1, **args)
+    four = device_memory(shape, model_parallel_degree=4, **args)
+    # Blocks 4 | 7 | 7 | 6: the middle stages hold the most parameters, but the last one (6 blocks, 302 M) also
+    # holds the logits (1.0 GB) and the head's embedding gradient (0.4 GB): it is the heaviest device.
+    assert four.weights == (6 * 50_358_272 + 2 * 2048) * 6  # fp32 + bf16 copy
+    assert four.logits == logits_bytes(50_257, 2048, 1, "bf16") + 50_257 * 2048 * 4
+    assert one.model_state / four.model_state == pytest.approx(shape.parameters(50_257, 2048) / 302_153_728)
+    assert four.total < one.total / 2
 
 
 def test_logits_cost_ten_bytes_per_element_in_mixed_precision():

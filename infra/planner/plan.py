@@ -37,6 +37,7 @@ class PlanInputs:
     global_batch_tokens: int
     train_tokens: int
     mfu: float
+    microbatches: int = 0
 
     @property
     def instance(self) -> InstanceType:
@@ -51,6 +52,13 @@ class PlanInputs:
     def accumulation_steps(self) -> int:
         """Micro-batches per replica per step: 1,048,576 tokens / 2048 = 512 sequences / (4 x 32) = 4."""
         return self.global_batch_tokens // self.sequence_length // (self.micro_batch_size * self.data_parallel_degree)
+
+    @property
+    def pipeline_microbatches(self) -> int:
+        """Micro-batches per GPipe pass (M): ``microbatches``, or all of a step's (0). 1 without a pipeline."""
+        if self.model_parallel_degree == 1:
+            return 1
+        return self.microbatches or self.accumulation_steps
 
     def check(self) -> None:
         """Raises ValueError when the inputs describe no runnable layout."""
@@ -78,6 +86,11 @@ class PlanInputs:
             raise ValueError(
                 f"global_batch_tokens {self.global_batch_tokens:,}: expected a multiple of sequence_length x "
                 f"micro_batch_size x data-parallel degree = {per_step:,}"
+            )
+        if self.microbatches < 0 or (self.microbatches and self.accumulation_steps % self.microbatches):
+            raise ValueError(
+                f"microbatches {self.microbatches}: expected 0 or a divisor of the {self.accumulation_steps} "
+                "micro-batches per replica of a step"
             )
 
 
@@ -152,6 +165,7 @@ class Plan:
             "data_parallel_degree": self.inputs.data_parallel_degree,
             "model_parallel_degree": self.inputs.model_parallel_degree,
             "accumulation_steps": self.inputs.accumulation_steps,
+            "microbatches": self.inputs.pipeline_microbatches,
             "flops_per_token": self.model_flops_per_token,
             "step_seconds": round(self.step_seconds, 4),
             "tokens_per_day": round(self.tokens_per_day),
@@ -193,6 +207,7 @@ def plan(
     global_batch_tokens: int,
     train_tokens: int,
     mfu: float = DEFAULT_MFU,
+    microbatches: int = 0,
 ) -> Plan:
     """Plans one training run; raises ValueError for a layout that cannot run (see ``PlanInputs.check``)."""
     return plan_inputs(PlanInputs(**{k: v for k, v in locals().items()}))
@@ -205,7 +220,7 @@ def plan_inputs(inputs: PlanInputs) -> Plan:
     parameters = shape.parameters(inputs.vocab_size, seq)
     hardware = compute.hardware_flops_per_token(shape, parameters, seq, inputs.recompute)
     tokens_per_replica = inputs.global_batch_tokens // inputs.data_parallel_degree
-    pipeline = compute.pipeline_factor(inputs.model_parallel_degree, inputs.accumulation_steps)
+    pipeline = compute.pipeline_factor(inputs.model_parallel_degree, inputs.pipeline_microbatches)
     peak = inputs.instance.peak_flops(inputs.precision)
     return Plan(
         inputs=inputs,
@@ -220,6 +235,7 @@ def plan_inputs(inputs: PlanInputs) -> Plan:
             recompute=inputs.recompute,
             model_parallel_degree=inputs.model_parallel_degree,
             accumulation_steps=inputs.accumulation_steps,
+            microbatches=inputs.microbatches,
         ),
         model_flops_per_token=compute.model_flops_per_token(shape, parameters, seq),
         hardware_flops_per_token=hardware,
@@ -245,6 +261,7 @@ class TrainingFields(Protocol):
     instance_count: int
     recompute: bool
     model_parallel_degree: int
+    microbatches: int
 
 
 def plan_for_config(training: TrainingFields, vocab_size: int, *, mfu: float = DEFAULT_MFU) -> Plan:
@@ -268,6 +285,7 @@ def plan_for_config(training: TrainingFields, vocab_size: int, *, mfu: float = D
         global_batch_tokens=training.global_batch_tokens,
         train_tokens=training.train_tokens,
         mfu=mfu,
+        microbatches=training.microbatches,
     )
 
 

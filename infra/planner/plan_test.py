@@ -117,3 +117,21 @@ def test_as_dict_is_json():
     assert summary["fits"] is False
     assert summary["memory_gib"]["total"] > summary["capacity_gib"] == 40
     assert summary["suggestions"][0].startswith("training.recompute = true")
+
+
+def test_pipeline_divides_memory_by_stages_and_pays_the_gpipe_bubble():
+    # 1 M tokens / (2048 x 4 x 16 replicas) = 8 micro-batches per replica and step with K = 2.
+    flat, piped = prod(), prod(model_parallel_degree=2)
+    assert (piped.inputs.data_parallel_degree, piped.inputs.accumulation_steps) == (16, 8)
+    assert piped.inputs.pipeline_microbatches == 8  # microbatches 0: the whole step in one GPipe pass
+    assert piped.memory.model_state < flat.memory.model_state * 0.6  # blocks 11 | 13 and the embeddings on stage 0
+    # Per replica, K = 2 devices share half the compute each, plus the bubble: (M + K - 1) / M = 9 / 8.
+    per_device_flat = flat.compute_seconds / (flat.inputs.accumulation_steps)
+    per_device_piped = piped.compute_seconds / (piped.inputs.accumulation_steps * 9 / 8)
+    assert per_device_piped == pytest.approx(per_device_flat / 2)
+    two = prod(model_parallel_degree=2, microbatches=2)  # 4 passes of 2: more bubble, fewer activations held
+    assert two.compute_seconds == pytest.approx(piped.compute_seconds * (3 / 2) / (9 / 8))
+    assert two.memory.activations < piped.memory.activations
+    assert two.as_dict()["microbatches"] == 2
+    with pytest.raises(ValueError, match="microbatches 3: expected 0 or a divisor of the 8 micro-batches"):
+        prod(model_parallel_degree=2, microbatches=3)

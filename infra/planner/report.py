@@ -40,6 +40,12 @@ def _layout(inputs: PlanInputs) -> str:
     return ", ".join(parts)
 
 
+def _pipeline(inputs: PlanInputs) -> str:
+    """ ", GPipe passes of 4 micro-batches (bubble 43%)" for K = 4, M = 4: (K - 1) / (M + K - 1) = 3 / 7."""
+    k, m = inputs.model_parallel_degree, inputs.pipeline_microbatches
+    return f", GPipe passes of {m} micro-batches (bubble {(k - 1) / (m + k - 1):.0%})"
+
+
 def describe(p: Plan) -> str:
     """A plan as a table of memory, compute, time and cost, with the changes that would make it fit."""
     i, m, inst = p.inputs, p.memory, p.inputs.instance
@@ -63,7 +69,8 @@ def describe(p: Plan) -> str:
         f"{inst.gpu_model or 'CPU host'} {inst.device_memory_gib} GiB, {i.precision}, {i.optimizer}, "
         f"recompute {'on' if i.recompute else 'off'}",
         f"Layout    data-parallel {i.data_parallel_degree} x pipeline {i.model_parallel_degree}, micro-batch "
-        f"{i.micro_batch_size} x {i.accumulation_steps} per step, global batch {i.global_batch_tokens:,} tokens",
+        f"{i.micro_batch_size} x {i.accumulation_steps} per step, global batch {i.global_batch_tokens:,} tokens"
+        + (_pipeline(i) if i.model_parallel_degree > 1 else ""),
         "",
         f"{'Memory per device':<52}{'GiB':>8}",
         *(f"  {name:<50}{size / GIB:>8.2f}" for name, size in rows),

@@ -225,6 +225,8 @@ def training_hyperparameters(settings: StackSettings, inp: WorkflowInput) -> dic
         "max_steps": math.ceil(train.train_tokens / train.global_batch_tokens),
         "precision": train.precision,
         "recompute": train.recompute,
+        "model_parallel_degree": train.model_parallel_degree,
+        "microbatches": train.microbatches,
         "checkpoint_dir": CHECKPOINT_DIR,
         "sagemaker_program": "train.py",
         "sagemaker_submit_directory": settings.source_dir_uri,

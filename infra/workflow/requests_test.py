@@ -53,6 +53,14 @@ def test_hyperparameters_are_json_encoded_as_the_sdk_does(settings):
     assert hps["max_steps"] == "1908"
 
 
+def test_pipeline_settings_reach_train_py(settings):
+    hps = training(settings)["HyperParameters"]
+    assert (hps["model_parallel_degree"], hps["microbatches"]) == ("1", "0")  # no pipeline by default
+    hps = training(settings, model_parallel_degree=2, microbatches=2)["HyperParameters"]
+    assert (hps["model_parallel_degree"], hps["microbatches"]) == ("2", "2")
+    assert hps["engine"] == '"multi_worker"'  # one process per host drives its pipelines
+
+
 def test_mpi_engine_sets_one_process_per_gpu(settings):
     hps = training(settings, data_parallel_engine="mpi")["HyperParameters"]
     assert hps["sagemaker_mpi_enabled"] == "true"
