@@ -73,6 +73,11 @@ class TrainingRun:
         hosts, current_host, num_gpus = cluster(env)
         if num_gpus is None:
             num_gpus = len(tf.config.list_physical_devices("GPU"))
+        if args.model_parallel_degree < 1 or args.microbatches < 0:
+            raise JobError(
+                f"model_parallel_degree {args.model_parallel_degree} / microbatches {args.microbatches}: "
+                "expected a positive number of stages and a non-negative number of micro-batches"
+            )
         self.pipelined = args.model_parallel_degree > 1
         if self.pipelined:
             if args.use_xla:

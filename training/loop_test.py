@@ -92,6 +92,7 @@ def test_pipelined_bf16_run_trains_checkpoints_and_exports(dataset_dir, tmp_path
     [
         (["--use_xla", "True"], "XLA compiles a function for one device"),
         (["--microbatches", "3"], "microbatches 3 does not divide the 4 micro-batches per replica of a step"),
+        (["--microbatches", "-1"], "expected a positive number of stages and a non-negative number of micro-batches"),
     ],
 )
 def test_pipeline_configurations_that_cannot_run_are_refused(dataset_dir, tmp_path, extra, message):
