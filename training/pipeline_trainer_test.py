@@ -12,7 +12,7 @@ from engines import PipelineEngine, StrategyEngine
 from gpt.model import GPT
 from gpt.pipeline.model import PipelinedGPT
 from pipeline_trainer import PipelineTrainer, build_pipeline_replicas
-from trainer import Trainer, make_optimizer
+from trainer import PRECISIONS, Trainer, make_optimizer
 
 from conftest import TWO_CPUS
 
@@ -20,14 +20,22 @@ pytestmark = pytest.mark.skipif(not TWO_CPUS, reason="TensorFlow was initialised
 T, VOCAB = 16, 97
 
 
-def build_pipeline(*, seed=7, accumulation=4, microbatches=2, micro=2, lr=3e-3, dropout=0.0, replicas=1, **kwargs):
+def build_pipeline(
+    *, seed=7, accumulation=4, microbatches=2, micro=2, lr=3e-3, dropout=0.0, replicas=1, precision="fp32", **kwargs
+):
     """K = 2 pipeline replicas on logical CPUs (replica r on CPU 2r and 2r + 1), like the training run builds them."""
     engine = PipelineEngine([[f"/CPU:{2 * r}", f"/CPU:{2 * r + 1}"] for r in range(replicas)])
     keras.utils.set_random_seed(seed)  # the same initial weights in every run
 
     def model(devices):
         return PipelinedGPT.from_preset(
-            "tiny", vocab_size=VOCAB, sequence_length=T, seed=seed, dropout=dropout, devices=devices
+            "tiny",
+            vocab_size=VOCAB,
+            sequence_length=T,
+            seed=seed,
+            dropout=dropout,
+            devices=devices,
+            dtype=PRECISIONS[precision],
         )
 
     models, optimizers = build_pipeline_replicas(engine, model, lr, weight_decay=0.1)
@@ -39,17 +47,27 @@ def build_pipeline(*, seed=7, accumulation=4, microbatches=2, micro=2, lr=3e-3, 
         microbatches=microbatches,
         micro_batch_size=micro,
         sequence_length=T,
+        precision=precision,
         **kwargs,
     )
     return models[0], trainer
 
 
-def build_single(*, seed=7, accumulation=4, micro=2, lr=3e-3, dropout=0.0, **kwargs):
-    model = GPT.from_preset("tiny", vocab_size=VOCAB, sequence_length=T, seed=seed, dropout=dropout)
+def build_single(*, seed=7, accumulation=4, micro=2, lr=3e-3, dropout=0.0, precision="fp32", **kwargs):
+    model = GPT.from_preset(
+        "tiny", vocab_size=VOCAB, sequence_length=T, seed=seed, dropout=dropout, dtype=PRECISIONS[precision]
+    )
     engine = StrategyEngine(tf.distribute.get_strategy(), "default")
     optimizer = make_optimizer(model, lr, weight_decay=0.1)
     trainer = Trainer(
-        model, optimizer, engine, accumulation_steps=accumulation, micro_batch_size=micro, sequence_length=T, **kwargs
+        model,
+        optimizer,
+        engine,
+        accumulation_steps=accumulation,
+        micro_batch_size=micro,
+        sequence_length=T,
+        precision=precision,
+        **kwargs,
     )
     return model, trainer
 
@@ -75,6 +93,20 @@ def test_steps_match_the_single_device_trainer_with_dropout_and_two_passes():
     for x, y in zip(pipelined.get_weights(), single.get_weights(), strict=True):
         np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5)
     assert int(pipeline_trainer.optimizer.iterations) == int(pipeline_trainer.step) == 3
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_mixed_precision_steps_match_the_single_device_trainer(precision):
+    pipelined, pipeline_trainer = build_pipeline(precision=precision)
+    single, trainer = build_single(precision=precision)
+    single.set_weights(pipelined.get_weights())
+    assert pipelined.blocks[1].fc.compute_dtype == {"bf16": "bfloat16", "fp16": "float16"}[precision]
+    for batch in random_batches(2):
+        a, b = pipeline_trainer.train_step(batch), trainer.train_step(batch)
+        # 16-bit activations cross the stage boundary unchanged (seen: loss and norm equal to the last bit).
+        assert a.loss == pytest.approx(b.loss, rel=1e-5) and a.grad_norm == pytest.approx(b.grad_norm, rel=1e-4)
+    if precision == "fp16":
+        assert float(pipeline_trainer.loss_scale) == float(trainer.loss_scale) == 2.0**15
 
 
 def test_adamw_and_gradient_buffers_stay_on_their_stages_devices():
