@@ -40,6 +40,7 @@ RESERVED_HYPERPARAMETERS = {
     "engine",
     "recompute",
     "model_parallel_degree",
+    "microbatches",
 }
 
 
