@@ -68,7 +68,7 @@ def test_existing_or_given_tokenizer_is_reused(settings, store):
         ({"corpus": {"s3_uri": "/local/path"}}, "corpus.s3_uri: '/local/path' is not valid; expected an s3://"),
         ({"dataset": {"name": "../escape"}}, "dataset.name: '../escape' is not valid"),
         ({"hyperparameters": {"max_steps": 10}}, "hyperparameters.max_steps: 10 is not valid; expected the training"),
-        ({"hyperparameters": {"microbatches": 4}}, "hyperparameters.microbatches: 4 is not valid; expected the training"),
+        ({"hyperparameters": {"microbatches": 4}}, "hyperparameters.microbatches: 4 is not valid"),
         ({"hyperparameters": {"learning_rate": [1]}}, "hyperparameters.learning_rate: [1] is not valid"),
         ({"corpus": {"s3_uri": "s3://raw-bucket/empty/"}}, "corpus.s3_uri: no .jsonl"),
         ({"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "preprocessing": {"instance_count": 6}}, "expected at most 5"),
