@@ -13,7 +13,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/$(NODE_BIN):$(PATH)
 CDK := $(NODE_BIN)/cdk
 STAGE ?= dev
 
-.PHONY: run test synth diff deploy destroy lint plan bench install clean
+.PHONY: run test synth diff deploy destroy lint plan wheelhouse bench install clean
 
 run: install ## The main job: synthesize and run the workflow locally
 	$(PY) -m local.run --stage $(STAGE) $(if $(INPUT),--input $(INPUT))
@@ -39,6 +39,14 @@ lint: install
 
 plan: install
 	$(PY) -m infra.planner $(ARGS)
+
+# Wheels of training/requirements.txt for the job containers (Python 3.12, x86_64), shipped in the
+# training package so that jobs in isolated stages install without PyPI. Needs PyPI here, once.
+wheelhouse: install
+	rm -rf training/wheels
+	$(PY) -m pip download -q --only-binary=:all: --implementation cp --python-version 3.12 \
+		--platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
+		-r training/requirements.txt -d training/wheels
 
 bench: install ## Benchmarks (ratios against a reference measured in the same run)
 	$(VENV)/bin/pip install -q --no-deps -r bench/requirements.txt

@@ -3,6 +3,10 @@
 A CDK directory asset is uploaded as a zip, which SageMaker cannot use, so the archive is built here,
 deterministically (sorted names, zero timestamps and owners), and uploaded as a file asset: the same
 source gives the same bytes and so the same asset hash, and an unchanged package is never re-uploaded.
+
+Jobs ``pip install requirements.txt`` when they start. With no route to PyPI (an isolated stage) they
+install from a wheelhouse instead: ``make wheelhouse`` downloads the wheels for the container's Python
+into ``training/wheels/``; the archive then carries them, and its requirements.txt points pip there.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import tarfile
 from pathlib import Path
 from typing import ClassVar
 
-from aws_cdk import CfnOutput
+from aws_cdk import Annotations, CfnOutput
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
@@ -23,6 +27,12 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 TRAINING_DIR = REPO_ROOT / "training"
 BUILD_DIR = REPO_ROOT / "build"
 EXCLUDED_DIRS = {"__pycache__", ".pytest_cache", ".ruff_cache"}
+WHEELS_DIR = "wheels"
+OFFLINE_OPTIONS = f"--no-index\n--find-links {WHEELS_DIR}\n"  # pip runs in the unpacked folder
+
+
+def has_wheelhouse(source_dir: Path = TRAINING_DIR) -> bool:
+    return any((source_dir / WHEELS_DIR).glob("*.whl"))
 
 
 def _shipped(path: Path) -> bool:
@@ -46,9 +56,12 @@ def build_source_archive(source_dir: Path = TRAINING_DIR, out_dir: Path = BUILD_
     """Writes ``<out_dir>/sourcedir.tar.gz`` with the entry points at its root; returns its path."""
     buffer = io.BytesIO()
     with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
+        offline = has_wheelhouse(source_dir)
         for rel in source_files(source_dir):
             info = tarfile.TarInfo(rel.as_posix())
             data = (source_dir / rel).read_bytes()
+            if offline and rel == Path("requirements.txt"):
+                data = OFFLINE_OPTIONS.encode() + data
             info.size, info.mode, info.mtime = len(data), 0o644, 0
             tar.addfile(info, io.BytesIO(data))
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -69,8 +82,14 @@ class TrainingPackage(Construct):
 
     entry_points: ClassVar[dict[str, str]] = {"train": "train.py", "preprocess": "preprocess.py"}
 
-    def __init__(self, scope: Construct, id: str) -> None:
+    def __init__(self, scope: Construct, id: str, *, isolated: bool = False) -> None:
         super().__init__(scope, id)
+        if isolated and not has_wheelhouse():
+            Annotations.of(self).add_warning_v2(
+                "gpt:no-wheelhouse",
+                "network.isolated: the jobs cannot reach PyPI to install training/requirements.txt; "
+                "run `make wheelhouse` before deploying this stage",
+            )
         self.asset = s3_assets.Asset(self, "SourceDir", path=str(build_source_archive()))
         self.s3_uri = self.asset.s3_object_url
         CfnOutput(self, "SourceDirUri", value=self.s3_uri, description="sourcedir.tar.gz of the training package")

@@ -38,3 +38,14 @@ def test_the_real_package_ships_its_entry_points_and_requirements():
     names = {p.as_posix() for p in source_files()}
     assert {"train.py", "preprocess.py", "requirements.txt", "token_shards.py", "gpt/presets.json"} <= names
     assert not any(n.endswith("_test.py") for n in names)
+
+
+def test_a_wheelhouse_ships_and_pip_is_pointed_at_it(tmp_path: Path):
+    src = make_package(tmp_path)
+    (src / "wheels").mkdir()
+    (src / "wheels" / "tokenizers-0.23.3-cp310-abi3-manylinux_2_17_x86_64.whl").write_bytes(b"wheel")
+    with tarfile.open(build_source_archive(src, tmp_path / "out"), "r:gz") as tar:
+        assert "wheels/tokenizers-0.23.3-cp310-abi3-manylinux_2_17_x86_64.whl" in tar.getnames()
+        requirements = tar.extractfile("requirements.txt").read().decode()
+    assert requirements == "--no-index\n--find-links wheels\ntokenizers==0.23.3\n"
+    assert (src / "requirements.txt").read_text() == "tokenizers==0.23.3\n"  # the source is left as it was

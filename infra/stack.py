@@ -61,7 +61,7 @@ class PretrainingStack(cdk.Stack):
             key=self.key,
             config=storage,
         )
-        self.package = TrainingPackage(self, "TrainingPackage")
+        self.package = TrainingPackage(self, "TrainingPackage", isolated=config.network.isolated)
         self.execution_role = SageMakerExecutionRole(
             self,
             "SageMakerExecution",
