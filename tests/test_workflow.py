@@ -71,6 +71,9 @@ def test_every_task_routes_failures_to_the_notification(definition: dict):
     for name, state in tasks.items():
         assert [c["Next"] for c in state.get("Catch", [])] == ["NotifyFailure"], name
     assert definition["States"]["NotifyFailure"]["Next"] == "Failed"
+    for name, state in definition["States"].items():  # every service call is tried again on failure
+        if state["Type"] == "Task":
+            assert state.get("Retry"), name
     assert definition["States"]["Failed"]["Type"] == "Fail"
 
 

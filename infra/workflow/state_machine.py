@@ -114,6 +114,7 @@ class Workflow(Construct):
                 )
             ),
         )
+        _retry_publish(notify_success)
         notify_success.add_catch(notify_failure, result_path="$.error")
         deploy = self._deploy(notify_success, notify_failure)
 
@@ -325,6 +326,7 @@ class Workflow(Construct):
                 )
             ),
         )
+        _retry_publish(publish)
         return publish.next(sfn.Fail(self, "Failed", error_path="$.error.Error", cause_path="$.error.Cause"))
 
     # ---- IAM ---------------------------------------------------------------------------------------
@@ -401,3 +403,8 @@ class Workflow(Construct):
 def _retry_sdk_errors(state: tasks.CallAwsService) -> None:
     """Throttling, timeouts and service errors of an AWS API call: five tries, backing off from 5 s."""
     state.add_retry(errors=AWS_SDK_ERRORS_TO_RETRY, interval=cdk.Duration.seconds(5), max_attempts=5, backoff_rate=2)
+
+
+def _retry_publish(state: tasks.SnsPublish) -> None:
+    """A failed publish (throttled, SNS or KMS unavailable) is tried again: a duplicate e-mail beats a lost one."""
+    state.add_retry(errors=["States.TaskFailed"], interval=cdk.Duration.seconds(2), max_attempts=3, backoff_rate=2)
