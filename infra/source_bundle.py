@@ -16,7 +16,6 @@ import io
 import os
 import tarfile
 from pathlib import Path
-from typing import ClassVar
 
 from aws_cdk import Annotations, CfnOutput
 from aws_cdk import aws_iam as iam
@@ -77,10 +76,7 @@ class TrainingPackage(Construct):
 
     Attributes:
         s3_uri: ``s3://<assets bucket>/<hash>.gz``, a tar.gz despite the short extension.
-        entry_points: the scripts inside, by job kind.
     """
-
-    entry_points: ClassVar[dict[str, str]] = {"train": "train.py", "preprocess": "preprocess.py"}
 
     def __init__(self, scope: Construct, id: str, *, isolated: bool = False) -> None:
         super().__init__(scope, id)

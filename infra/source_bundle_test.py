@@ -6,6 +6,7 @@ import tarfile
 from pathlib import Path
 
 from infra.source_bundle import build_source_archive, source_files
+from infra.workflow.requests import ENTRY_POINTS
 
 
 def make_package(root: Path) -> Path:
@@ -36,7 +37,8 @@ def test_archive_is_byte_identical_across_builds(tmp_path: Path):
 
 def test_the_real_package_ships_its_entry_points_and_requirements():
     names = {p.as_posix() for p in source_files()}
-    assert {"train.py", "preprocess.py", "requirements.txt", "token_shards.py", "gpt/presets.json"} <= names
+    assert set(ENTRY_POINTS.values()) <= names  # the scripts the job requests name
+    assert {"requirements.txt", "token_shards.py", "gpt/presets.json"} <= names
     assert not any(n.endswith("_test.py") for n in names)
 
 

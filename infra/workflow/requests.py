@@ -65,13 +65,16 @@ TASK_TIMEOUT_SECONDS = {
     "shards": PREPROCESS_HOURS * 3600 + 3600,
     "training": 2 * SAGEMAKER_MAX_RUN_HOURS * 3600 + 3600,  # spot: MaxWait up to twice the longest MaxRuntime
 }
+# The training package's entry points (at the root of sourcedir.tar.gz), by job kind.
+ENTRY_POINTS = {"train": "train.py", "preprocess": "preprocess.py"}
 # The processing container is the TensorFlow image; it gets the package the way script mode does:
 # unpack sourcedir.tar.gz, install its requirements, run the entry point with the job's arguments.
 PROCESSING_ENTRYPOINT = [
     "/bin/bash",
     "-c",
     "set -euo pipefail; mkdir -p /opt/ml/code; tar -xzf /opt/ml/processing/input/code/* -C /opt/ml/code; "
-    'cd /opt/ml/code; python -m pip install --quiet -r requirements.txt; exec python preprocess.py "$@"',
+    "cd /opt/ml/code; python -m pip install --quiet -r requirements.txt; "
+    f'exec python {ENTRY_POINTS["preprocess"]} "$@"',
     "preprocess",
 ]
 
@@ -228,7 +231,7 @@ def training_hyperparameters(settings: StackSettings, inp: WorkflowInput) -> dic
         "model_parallel_degree": train.model_parallel_degree,
         "microbatches": train.microbatches,
         "checkpoint_dir": CHECKPOINT_DIR,
-        "sagemaker_program": "train.py",
+        "sagemaker_program": ENTRY_POINTS["train"],
         "sagemaker_submit_directory": settings.source_dir_uri,
         "sagemaker_region": settings.region,
         "sagemaker_container_log_level": 20,
