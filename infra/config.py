@@ -23,7 +23,7 @@ from typing import Any
 
 from infra.instances import INSTANCE_TYPES
 from infra.planner import fit_problem
-from infra.presets import ModelShape, model_presets
+from infra.presets import ModelShape, model_presets, shape_of
 
 PLACEHOLDER_ACCOUNT = "123456789012"  # used for synth without credentials; deploy sets the real one
 REGIONS = (
@@ -180,12 +180,7 @@ class TrainingConfig:
     @property
     def shape(self) -> ModelShape:
         """The preset's shape with any explicit override applied."""
-        preset = model_presets()[self.model_preset]
-        return ModelShape(
-            n_layer=self.n_layer or preset.n_layer,
-            d_model=self.d_model or preset.d_model,
-            n_head=self.n_head or preset.n_head,
-        )
+        return shape_of(self.model_preset, self.n_layer, self.d_model, self.n_head)
 
     @property
     def data_parallel_replicas(self) -> int:

@@ -42,3 +42,11 @@ def model_presets() -> dict[str, ModelShape]:
         for name, row in table.items()
         if not name.startswith("_")
     }
+
+
+def shape_of(
+    preset: str, n_layer: int | None = None, d_model: int | None = None, n_head: int | None = None
+) -> ModelShape:
+    """A preset's shape with any explicit override applied (``None`` or 0 keeps the preset's value)."""
+    base = model_presets()[preset]
+    return ModelShape(n_layer=n_layer or base.n_layer, d_model=d_model or base.d_model, n_head=n_head or base.n_head)

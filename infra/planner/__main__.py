@@ -20,7 +20,7 @@ from infra.instances import INSTANCE_TYPES
 from infra.planner.memory import OPTIMIZER_BYTES_PER_PARAMETER
 from infra.planner.plan import DEFAULT_MFU, PRECISIONS, PlanInputs, plan_for_config, plan_inputs
 from infra.planner.report import describe, describe_all
-from infra.presets import ModelShape, model_presets
+from infra.presets import model_presets, shape_of
 
 CDK_JSON = Path(__file__).resolve().parents[2] / "cdk.json"
 _SUFFIXES = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
@@ -62,14 +62,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
-    preset = model_presets()[args.preset]
-    shape = ModelShape(
-        n_layer=args.n_layer or preset.n_layer,
-        d_model=args.d_model or preset.d_model,
-        n_head=args.n_head or preset.n_head,
-    )
     return PlanInputs(
-        shape=shape,
+        shape=shape_of(args.preset, args.n_layer, args.d_model, args.n_head),
         vocab_size=args.vocab_size,
         sequence_length=args.sequence_length,
         micro_batch_size=args.micro_batch_size,

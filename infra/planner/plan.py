@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from infra.instances import INSTANCE_TYPES, InstanceType
 from infra.planner import compute
 from infra.planner.memory import GIB, OPTIMIZER_BYTES_PER_PARAMETER, Memory, device_memory
-from infra.presets import ModelShape, model_presets
+from infra.presets import ModelShape, shape_of
 
 PRECISIONS = ("bf16", "fp16", "fp32")
 DEFAULT_MFU = 0.4
@@ -266,14 +266,8 @@ class TrainingFields(Protocol):
 
 def plan_for_config(training: TrainingFields, vocab_size: int, *, mfu: float = DEFAULT_MFU) -> Plan:
     """The plan of a stage's (or an execution input's) training configuration, with AdamW."""
-    preset = model_presets()[training.model_preset]
-    shape = ModelShape(
-        n_layer=training.n_layer or preset.n_layer,
-        d_model=training.d_model or preset.d_model,
-        n_head=training.n_head or preset.n_head,
-    )
     return plan(
-        shape,
+        shape_of(training.model_preset, training.n_layer, training.d_model, training.n_head),
         vocab_size=vocab_size,
         sequence_length=training.sequence_length,
         micro_batch_size=training.micro_batch_size,
