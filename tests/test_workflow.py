@@ -28,29 +28,26 @@ def definition() -> dict:
     return resolve_definition(synth_template("dev"), "us-east-1", "123456789012")
 
 
-def test_definition_passes_asl_validator(definition: dict, tmp_path: Path):
-    path = tmp_path / "definition.json"
+def asl_validator(definition: dict, path: Path) -> subprocess.CompletedProcess:
+    """Runs asl-validator (on the pinned Node 22) on ``definition`` written to ``path``."""
     path.write_text(json.dumps(definition))
-    result = subprocess.run(
+    return subprocess.run(
         [str(ROOT / "node_modules/.bin/node"), str(ROOT / "node_modules/.bin/asl-validator"), "--json-path", str(path)],
         capture_output=True,
         text=True,
         timeout=60,
     )
+
+
+def test_definition_passes_asl_validator(definition: dict, tmp_path: Path):
+    result = asl_validator(definition, tmp_path / "definition.json")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_asl_validator_rejects_a_broken_definition(definition: dict, tmp_path: Path):
     broken = json.loads(json.dumps(definition))
     broken["States"]["Plan"]["Next"] = "NoSuchState"
-    path = tmp_path / "broken.json"
-    path.write_text(json.dumps(broken))
-    result = subprocess.run(
-        [str(ROOT / "node_modules/.bin/node"), str(ROOT / "node_modules/.bin/asl-validator"), "--json-path", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = asl_validator(broken, tmp_path / "broken.json")
     assert result.returncode != 0
 
 

@@ -4,7 +4,7 @@ import tensorflow as tf
 from data import open_channel, token_dataset
 from engines import StrategyEngine
 from gpt.model import GPT
-from trainer import Trainer, make_optimizer
+from trainer import PRECISIONS, Trainer, make_optimizer
 
 from conftest import SEQUENCE_LENGTH, TWO_CPUS
 
@@ -13,7 +13,7 @@ T = 16
 
 def build(engine, *, accumulation=1, micro=4, lr=3e-3, precision="fp32", dropout=0.0, vocab=384, **kwargs):
     with engine.scope():
-        dtype = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}[precision]
+        dtype = PRECISIONS[precision]
         model = GPT.from_preset("tiny", vocab_size=vocab, sequence_length=T, seed=7, dropout=dropout, dtype=dtype)
         optimizer = make_optimizer(model, lr, weight_decay=0.1)
     trainer = Trainer(
