@@ -528,9 +528,7 @@ def _validate_security(sec: SecurityConfig) -> None:
     if len(set(sec.compliance_packs)) != len(sec.compliance_packs):
         raise ConfigError(field, list(sec.compliance_packs), "each pack at most once")
     if not 0 <= sec.plan_reserved_concurrency <= 1000:
-        raise ConfigError(
-            "security.plan_reserved_concurrency", sec.plan_reserved_concurrency, "0 (unreserved) to 1000"
-        )
+        raise ConfigError("security.plan_reserved_concurrency", sec.plan_reserved_concurrency, "0 (unreserved) to 1000")
 
 
 def _divisor_near(shape: ModelShape) -> int:
