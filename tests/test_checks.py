@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import tarfile
 import tempfile
 from pathlib import Path
 
 import aws_cdk as cdk
+import cdk_nag
 import pytest
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
@@ -59,6 +62,28 @@ def test_every_stage_passes_all_four_packs_with_their_acknowledgments_in_the_tem
         for rule in resource.get("Metadata", {}).get("cdk_nag", {}).get("rules_to_suppress", [])
     }
     assert {PACKS[name]().name for name in COMPLIANCE_PACKS} <= acknowledged
+
+
+def pack_rules(source: str) -> set[str]:
+    """The rules a compliance pack applies, from cdk-nag's compiled pack (``rule: s3_1.S3BucketVersioningEnabled``)."""
+    bundle = next((Path(cdk_nag.__file__).parent / "_jsii").glob("cdk-nag@*.jsii.tgz"))
+    with tarfile.open(bundle) as tar:
+        code = tar.extractfile(f"package/lib/packs/{source}.js").read().decode()
+    return set(re.findall(r"rule: \w+\.(\w+)", code))
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_compliance_acknowledgments_name_rules_their_pack_applies(stage: str):
+    sources = {"NIST80053R5": "nist-800-53-r5", "HIPAASecurity": "hipaa-security", "PCIDSS321": "pci-dss-321"}
+    rules = {PACKS[name]().name: pack_rules(source) for name, source in sources.items()}
+    stale = [
+        f"{resource['Metadata']['aws:cdk:path']}: {rule['id']}"
+        for resource in synth_template(stage)["Resources"].values()
+        for rule in resource.get("Metadata", {}).get("cdk_nag", {}).get("rules_to_suppress", [])
+        for prefix, _, name in [rule["id"].partition("::")]
+        if prefix in rules and name.removeprefix(f"{prefix}-") not in rules[prefix]
+    ]
+    assert stale == []
 
 
 @pytest.mark.parametrize("stage", STAGES)
