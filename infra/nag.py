@@ -3,6 +3,7 @@ acknowledges a finding."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 import aws_cdk as cdk
@@ -13,15 +14,16 @@ from constructs import IConstruct
 from infra.config import COMPLIANCE_PACKS
 
 PACKS: dict[str, type[cdk_nag.NagPack]] = {name: getattr(cdk_nag, f"{name}Checks") for name in COMPLIANCE_PACKS}
-COMPLIANCE = ("NIST80053R5", "HIPAASecurity", "PCIDSS321")  # the packs beyond AwsSolutions
+COMPLIANCE = tuple(name for name in COMPLIANCE_PACKS if name != "AwsSolutions")  # the packs beyond it
 INLINE_POLICY_REASON = (
-    "An AWS::IAM::Policy attached to this one role and deleted with it: AWS recommends inline policies where a "
-    "policy must stay one-to-one with its identity, which a managed policy (attachable anywhere) does not "
-    "guarantee. Every statement is reviewed in SECURITY.md and tests/iam_reviewed.py; the tests fail on any other."
+    "An AWS::IAM::Policy attached to this one role and deleted with it: IAM's guide names inline policies for a "
+    "strict one-to-one relationship between a policy and its identity, which a managed policy (attachable "
+    "anywhere) does not keep. Every statement is reviewed in SECURITY.md and tests/iam_reviewed.py; the tests "
+    "fail on any other."
 )
 
 
-def enable_nag(app: cdk.App, packs: Iterable[str] = ("AwsSolutions",)) -> None:
+def enable_nag(app: cdk.App, packs: Iterable[str]) -> None:
     """Runs the named packs on every stack of ``app``; an unacknowledged finding of any fails synthesis.
 
     Acknowledged findings are also written to each resource's CloudFormation metadata
@@ -61,8 +63,14 @@ def acknowledge_compliance(scope: IConstruct, reasons: dict[str, str], packs: It
         reasons: the rule without its pack's prefix (``S3BucketReplicationEnabled``) -> why.
         packs: the packs that check the rule (not every rule is in every pack, e.g. PCI DSS has no LambdaDLQ).
     """
-    prefixes = [PACKS[name]().name for name in packs]  # e.g. NIST.800.53.R5
+    prefixes = [rule_prefix(name) for name in packs]
     acknowledge(scope, {f"{p}::{p}-{rule}": why for rule, why in reasons.items() for p in prefixes})
+
+
+@functools.cache
+def rule_prefix(pack: str) -> str:
+    """The pack's name in its rule ids and reports, e.g. ``NIST.800.53.R5`` for NIST80053R5."""
+    return PACKS[pack]().name
 
 
 def acknowledge_inline_policies(scope: IConstruct) -> None:
