@@ -69,6 +69,8 @@ PROFILING_INTERVALS_MS = (100, 200, 500, 1000, 5000, 60000)  # what SageMaker De
 STATE_MACHINE_LOG_LEVELS = ("ALL", "ERROR")
 SAGEMAKER_MAX_RUN_HOURS = 28 * 24  # SageMaker's limit on MaxRuntimeInSeconds: 28 days
 MAX_VOCAB = 2**32  # token ids are stored as uint32 at most
+# cdk-nag's packs by class name without "Checks" (infra/nag.py runs them); AwsSolutions always runs.
+COMPLIANCE_PACKS = ("AwsSolutions", "NIST80053R5", "HIPAASecurity", "PCIDSS321")
 
 
 class ConfigError(ValueError):
@@ -223,6 +225,23 @@ class ObservabilityConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class SecurityConfig:
+    """The compliance checks every synth must pass, and the Plan function's concurrency.
+
+    Args:
+        compliance_packs: the cdk-nag packs that run at synth, by class name without ``Checks``; an
+            unacknowledged finding of any fails synthesis. ``AwsSolutions`` always; any of ``NIST80053R5``,
+            ``HIPAASecurity``, ``PCIDSS321`` (default: all four).
+        plan_reserved_concurrency: concurrent executions reserved for the Plan function, and its cap
+            (default 5). 0 leaves it unreserved: for accounts at Lambda's quota of 10, where any
+            reservation fails deployment (AWS keeps 10 unreserved).
+    """
+
+    compliance_packs: tuple[str, ...] = COMPLIANCE_PACKS
+    plan_reserved_concurrency: int = 5
+
+
+@dataclasses.dataclass(frozen=True)
 class StageConfig:
     """Everything one deployment of the stack is configured with.
 
@@ -242,6 +261,7 @@ class StageConfig:
     training: TrainingConfig = TrainingConfig()
     deploy: DeployConfig = DeployConfig()
     observability: ObservabilityConfig = ObservabilityConfig()
+    security: SecurityConfig = SecurityConfig()
 
 
 # --- Loading ---------------------------------------------------------------------------------------
@@ -306,6 +326,8 @@ def build_dataclass(cls: type, data: Any, prefix: str) -> Any:
         hint = hints[key]
         if typing.get_origin(hint) is dict:
             values[key] = _check_mapping(f"{prefix}{key}", value)
+        elif typing.get_origin(hint) is tuple:
+            values[key] = _check_strings(f"{prefix}{key}", value)
         elif dataclasses.is_dataclass(hint):
             values[key] = build_dataclass(hint, value, f"{prefix}{key}.")
         else:
@@ -321,6 +343,13 @@ def _check_mapping(field: str, value: Any) -> dict[str, Any]:
         if not isinstance(item, int | float | str | bool):
             raise ConfigError(f"{field}.{key}", item, "a number, string or boolean")
     return dict(value)
+
+
+def _check_strings(field: str, value: Any) -> tuple[str, ...]:
+    """A JSON array of strings (e.g. pack names)."""
+    if not isinstance(value, list | tuple) or not all(isinstance(item, str) for item in value):
+        raise ConfigError(field, value, "a JSON array of strings")
+    return tuple(value)
 
 
 def _check_type(field: str, value: Any, hint: Any) -> Any:
@@ -372,6 +401,7 @@ def validate(config: StageConfig) -> None:
     _one_of("deploy.instance_type", config.deploy.instance_type, INSTANCE_TYPES)
     _positive("deploy.instance_count", config.deploy.instance_count)
     _validate_observability(config.observability)
+    _validate_security(config.security)
     if problem := fit_problem(config.training, config.preprocessing.vocab_size):  # pre-flight: will it fit?
         raise ConfigError("training", *problem)
 
@@ -487,6 +517,18 @@ def _validate_observability(obs: ObservabilityConfig) -> None:
         raise ConfigError(
             "observability.efs_throughput_alarm_percent", obs.efs_throughput_alarm_percent, "a percentage from 1 to 100"
         )
+
+
+def _validate_security(sec: SecurityConfig) -> None:
+    field = "security.compliance_packs"
+    for name in sec.compliance_packs:
+        _one_of(field, name, COMPLIANCE_PACKS)
+    if "AwsSolutions" not in sec.compliance_packs:
+        raise ConfigError(field, list(sec.compliance_packs), "a list that includes 'AwsSolutions' (it always runs)")
+    if len(set(sec.compliance_packs)) != len(sec.compliance_packs):
+        raise ConfigError(field, list(sec.compliance_packs), "each pack at most once")
+    if not 0 <= sec.plan_reserved_concurrency <= 1000:
+        raise ConfigError("security.plan_reserved_concurrency", sec.plan_reserved_concurrency, "0 (unreserved) to 1000")
 
 
 def _divisor_near(shape: ModelShape) -> int:

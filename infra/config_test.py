@@ -158,3 +158,27 @@ def test_a_training_config_that_does_not_fit_names_the_smallest_change_that_does
     assert error.value.field == "training"
     assert "needs 80.6 GiB per device" in str(error.value)
     assert "expected a layout that fits, e.g. training.recompute = true (38.4 of 40 GiB" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("security", "hint"),
+    [
+        ({"compliance_packs": ["AwsSolutions", "NIST80053"]}, "'NIST80053' is not valid; expected one of Aws"),
+        ({"compliance_packs": ["AwsSolutions", "HIPAASecurty"]}, "(did you mean 'HIPAASecurity'?)"),
+        ({"compliance_packs": ["NIST80053R5"]}, "includes 'AwsSolutions' (it always runs)"),
+        ({"compliance_packs": ["AwsSolutions", "AwsSolutions"]}, "each pack at most once"),
+        ({"compliance_packs": "AwsSolutions"}, "a JSON array of strings"),
+        ({"plan_reserved_concurrency": -1}, "0 (unreserved) to 1000"),
+    ],
+)
+def test_security_names_the_pack_or_setting_and_the_fix(security, hint):
+    with pytest.raises(ConfigError) as error:
+        load({"security": security})
+    assert error.value.field.startswith("security.")
+    assert hint in str(error.value)
+
+
+def test_compliance_packs_default_to_all_four_and_a_stage_may_choose_fewer():
+    assert load().security.compliance_packs == ("AwsSolutions", "NIST80053R5", "HIPAASecurity", "PCIDSS321")
+    chosen = load({"security": {"compliance_packs": ["AwsSolutions", "PCIDSS321"]}})
+    assert chosen.security.compliance_packs == ("AwsSolutions", "PCIDSS321")

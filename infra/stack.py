@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import aws_cdk as cdk
 from aws_cdk import aws_logs as logs
@@ -16,6 +17,7 @@ from infra.file_system import DATASETS_PATH, DatasetFileSystem
 from infra.identity import SageMakerExecutionRole
 from infra.instances import INSTANCE_TYPES
 from infra.log_groups import encrypted_log_group
+from infra.nag import acknowledge_inline_policies
 from infra.network import Network
 from infra.notifications import Notifications
 from infra.observability import console_links
@@ -75,6 +77,7 @@ class PretrainingStack(cdk.Stack):
         self._workflow(config)
         self._observability(config)
         self._outputs()
+        acknowledge_inline_policies(self)
 
     def _workflow(self, config: StageConfig) -> None:
         """The Plan function, the DataSync task, the topic and the state machine that ties them together."""
@@ -96,7 +99,7 @@ class PretrainingStack(cdk.Stack):
             security_group_ids=[network.jobs_security_group.security_group_id],
             source_dir_uri=self.package.s3_uri,
             rule_evaluator_image=rule_evaluator_image(config.region),
-            stage=dataclasses.asdict(config),
+            stage=json.loads(json.dumps(dataclasses.asdict(config))),  # JSON values only: jsii takes no tuple
         )
         plan = PlanFunction(
             self,
@@ -106,6 +109,7 @@ class PretrainingStack(cdk.Stack):
             datasets=buckets.datasets,
             raw=buckets.raw,
             log_group=self._log_group("PlanLogs", config),
+            reserved_concurrency=config.security.plan_reserved_concurrency,
         )
         sync = DatasetSync(
             self,
@@ -114,8 +118,8 @@ class PretrainingStack(cdk.Stack):
             key=self.key,
             file_system=self.file_system.file_system,
             access_point=self.file_system.datasets_access_point,
+            vpc=network.vpc,
             subnet=network.vpc.select_subnets(**network.job_subnets._values).subnets[0],
-            security_group=network.jobs_security_group,
         )
         self.notifications = Notifications(self, "Notifications", key=self.key, email=config.notification_email)
         self.workflow = Workflow(

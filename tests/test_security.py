@@ -32,9 +32,9 @@ PROVIDER_CHECKS = ("CKV_AWS_115", "CKV_AWS_116", "CKV_AWS_117")
 CHECKOV_SKIPS: dict[tuple[str, str], tuple[str, ...]] = {
     **{(c, "Custom::VpcRestrictDefaultSGCustomResourceProvider/Handler"): STAGES for c in PROVIDER_CHECKS},
     **{(c, "Custom::S3AutoDeleteObjectsCustomResourceProvider/Handler"): ("dev",) for c in PROVIDER_CHECKS},
-    **{(c, "Plan/Function"): STAGES for c in PROVIDER_CHECKS},
+    **{(c, "Plan/Function"): STAGES for c in ("CKV_AWS_116", "CKV_AWS_117")},  # 115: concurrency is reserved
     ("CKV_AWS_18", "Buckets/AccessLogs"): STAGES,
-    **{("CKV_AWS_21", f"Buckets/{name}"): STAGES for name in ("AccessLogs", "Raw", "Datasets", "Checkpoints")},
+    **{("CKV_AWS_21", f"Buckets/{name}"): STAGES for name in ("AccessLogs", "Raw")},
 }
 
 # A template checkov must fail: a bare bucket and a bare function (proves the gate can fail).
@@ -147,7 +147,11 @@ def settings(stage: str) -> set[str]:
     config = load_stage_config({key: context.get(key) for key in CONTEXT_KEYS})
     return {
         name
-        for name, on in (("auto_delete", not config.storage.retain_data), ("isolated", config.network.isolated))
+        for name, on in (
+            ("auto_delete", not config.storage.retain_data),
+            ("retain_data", config.storage.retain_data),
+            ("isolated", config.network.isolated),
+        )
         if on
     }
 

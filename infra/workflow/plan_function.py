@@ -16,12 +16,26 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from infra.checkov import skip_checks
-from infra.nag import acknowledge_wildcards, cfn_ref
+from infra.nag import acknowledge_compliance, acknowledge_wildcards, cfn_ref
 from infra.presets import PRESETS_FILE
 from infra.source_bundle import BUILD_DIR, REPO_ROOT
 from infra.workflow.settings import SETTINGS_ENV
 
 HANDLER_MODULE = REPO_ROOT / "infra" / "workflow" / "plan.py"
+# Why the function has no DLQ and no VPC (checkov CKV_AWS_116, CKV_AWS_117; cdk-nag LambdaDLQ, LambdaInsideVPC).
+NO_DLQ = (
+    "Invoked synchronously by the state machine (RequestResponse), which retries and catches its errors; a DLQ "
+    "receives only failed asynchronous invocations, and there are none."
+)
+NOT_IN_VPC = (
+    "It calls only S3 (ListBucket on two buckets, PutObject under inputs/) and reads no object; in a VPC it would "
+    "need ENI permissions on '*' and change nothing it can reach."
+)
+UNRESERVED = (
+    "security.plan_reserved_concurrency is 0 in this stage, for an account at Lambda's quota of 10 concurrent "
+    "executions, where any reservation fails deployment (AWS keeps 10 unreserved). One invocation per execution "
+    "start; only the state machine's role may invoke it."
+)
 
 
 def plan_modules() -> list[Path]:
@@ -56,6 +70,7 @@ class PlanFunction(Construct):
         datasets: the datasets bucket, where it checks for manifests and writes the tokenizer's sample list.
         raw: the raw bucket, whose corpus files it lists.
         key: the data key (objects it writes are encrypted with it).
+        reserved_concurrency: concurrent executions reserved for it, and its cap (0: unreserved, acknowledged).
     """
 
     def __init__(
@@ -68,6 +83,7 @@ class PlanFunction(Construct):
         datasets: s3.IBucket,
         raw: s3.IBucket,
         key: kms.IKey,
+        reserved_concurrency: int,
     ) -> None:
         super().__init__(scope, id)
         role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
@@ -79,6 +95,7 @@ class PlanFunction(Construct):
             code=lambda_.Code.from_asset(str(build_plan_code())),
             timeout=cdk.Duration.minutes(1),
             memory_size=512,
+            reserved_concurrent_executions=reserved_concurrency or None,
             role=role,
             log_group=log_group,
             tracing=lambda_.Tracing.ACTIVE,
@@ -104,15 +121,14 @@ class PlanFunction(Construct):
         role.add_to_policy(iam.PolicyStatement(actions=["kms:Decrypt"], resources=[key.key_arn]))
         skip_checks(
             self.function,
-            {
-                "CKV_AWS_116": "Invoked synchronously by the state machine (RequestResponse), which retries and "
-                "catches its errors; a DLQ receives only failed asynchronous invocations, and there are none.",
-                "CKV_AWS_115": "One invocation per execution start. Any reserved concurrency fails deployment in "
-                "accounts at Lambda's default limit of 10 (AWS keeps 10 unreserved); only the state machine's role "
-                "may invoke it.",
-                "CKV_AWS_117": "It calls only S3 (ListBucket on two buckets, PutObject under inputs/) and reads no "
-                "object; in a VPC it would need ENI permissions on '*' and change nothing it can reach.",
-            },
+            {"CKV_AWS_116": NO_DLQ, "CKV_AWS_117": NOT_IN_VPC}
+            | ({} if reserved_concurrency else {"CKV_AWS_115": UNRESERVED}),
+        )
+        acknowledge_compliance(self.function, {"LambdaInsideVPC": NOT_IN_VPC})
+        acknowledge_compliance(
+            self.function,
+            {"LambdaDLQ": NO_DLQ} | ({} if reserved_concurrency else {"LambdaConcurrency": UNRESERVED}),
+            packs=("NIST80053R5", "HIPAASecurity"),
         )
         acknowledge_wildcards(
             role,

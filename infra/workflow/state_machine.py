@@ -74,6 +74,8 @@ class Workflow(Construct):
             ),
             retry_on_service_exceptions=True,
         )
+        # Throttled beyond its reserved concurrency (security.plan_reserved_concurrency): wait and try again.
+        plan.add_retry(errors=["Lambda.TooManyRequestsException"], interval=cdk.Duration.seconds(2), max_attempts=6)
         tokenizer = self._sagemaker_job(
             "TrainTokenizer", "createProcessingJob", "tokenizer", requests.PROCESSING_FIELDS
         )
