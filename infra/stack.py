@@ -129,6 +129,7 @@ class PretrainingStack(cdk.Stack):
             log_level=config.observability.state_machine_log_level,
             include_execution_data=config.observability.log_execution_data,
             log_group=self._log_group("WorkflowLogs", config),
+            debugger=config.observability.debugger,
         )
         # SnsPublish grants sns:Publish only; the encrypted topic also needs its key, through SNS.
         self.notifications.grant_publish(self.workflow.state_machine)
