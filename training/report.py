@@ -14,7 +14,8 @@ from health import Verdict, Window
 
 REPORT_FILE = "training-report.html"
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")
-WIDTH, HEIGHT, PAD = 460, 230, 48
+WIDTH, HEIGHT = 460, 240
+LEFT, RIGHT, TOP, BOTTOM = 64, 16, 44, 40  # margins around the plot area
 STYLE = """body{font-family:sans-serif;margin:24px;color:#222}h1{font-size:22px}h2{font-size:17px;margin-top:24px}
 .charts{display:flex;flex-wrap:wrap;gap:12px}svg{background:#fafafa;border:1px solid #ddd}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}
@@ -37,18 +38,18 @@ def line_chart(title: str, series: Series) -> str:
     y0, y1 = min(ys), max(ys) if max(ys) > min(ys) else min(ys) + abs(min(ys)) * 0.1 + 1e-9
 
     def sx(x: float) -> float:
-        return PAD + (x - x0) / (x1 - x0) * (WIDTH - 1.5 * PAD)
+        return LEFT + (x - x0) / (x1 - x0) * (WIDTH - LEFT - RIGHT)
 
     def sy(y: float) -> float:
-        return HEIGHT - PAD + (y - y0) / (y1 - y0) * (1.6 * PAD - HEIGHT)
+        return HEIGHT - BOTTOM - (y - y0) / (y1 - y0) * (HEIGHT - TOP - BOTTOM)
 
     parts = [f'<svg width="{WIDTH}" height="{HEIGHT}" xmlns="http://www.w3.org/2000/svg" font-size="11">']
     parts.append(f'<text x="{WIDTH / 2}" y="16" text-anchor="middle" font-size="13">{html.escape(title)}</text>')
     for y in _ticks(y0, y1):
-        parts.append(f'<line x1="{PAD}" x2="{WIDTH - PAD / 2}" y1="{sy(y):.1f}" y2="{sy(y):.1f}" stroke="#e3e3e3"/>')
-        parts.append(f'<text x="{PAD - 4}" y="{sy(y) + 4:.1f}" text-anchor="end">{y:.3g}</text>')
+        parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{sy(y):.1f}" y2="{sy(y):.1f}" stroke="#e3e3e3"/>')
+        parts.append(f'<text x="{LEFT - 4}" y="{sy(y) + 4:.1f}" text-anchor="end">{y:.3g}</text>')
     for x in _ticks(x0, x1):
-        parts.append(f'<text x="{sx(x):.1f}" y="{HEIGHT - PAD + 16}" text-anchor="middle">{x:.0f}</text>')
+        parts.append(f'<text x="{sx(x):.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="middle">{x:.0f}</text>')
     parts.append(f'<text x="{WIDTH / 2}" y="{HEIGHT - 8}" text-anchor="middle">step</text>')
     for i, (name, values) in enumerate(series.items()):
         colour = COLOURS[i % len(COLOURS)]
@@ -57,7 +58,7 @@ def line_chart(title: str, series: Series) -> str:
         for x, y in values if len(values) < 30 else ():
             if math.isfinite(y):
                 parts.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{colour}"/>')
-        parts.append(f'<text x="{PAD + 8 + 150 * i}" y="34" fill="{colour}">{html.escape(name)}</text>')
+        parts.append(f'<text x="{LEFT + 130 * i}" y="34" fill="{colour}">{html.escape(name)}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
