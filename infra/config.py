@@ -207,21 +207,54 @@ class DeployConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ObservabilityConfig:
-    """Debugger profiling, the state machine's execution log and the alarms.
+    """Debugger (optional), the training health rules and their alarms, TensorBoard, the execution log.
 
     Args:
+        debugger: give training jobs SageMaker Debugger's profiling and profiler rules (default false:
+            Debugger is closed to accounts that did not use it before 2026-07-30; the health rules below
+            work in every account).
         profiling_interval_ms: how often Debugger samples GPU, CPU, memory, network and I/O on every training
-            instance (default 500; one of 100, 200, 500, 1000, 5000, 60000).
+            instance, when ``debugger`` is on (default 500; one of 100, 200, 500, 1000, 5000, 60000).
+        profile_start, profile_steps: the TensorFlow profiler traces steps ``profile_start`` ..
+            ``profile_start + profile_steps - 1`` into the job's TensorBoard logs (defaults 20 and 5; 0 steps: none).
+        gpu_underused_percent: health rule and alarm: GPUs busy less than this (% per GPU) for
+            ``alarm_minutes`` (default 60).
+        input_bound_percent: more than this share of step time waiting for input (default 20).
+        loss_min_drop_percent: the loss must fall at least this much (relative) over ``loss_window_steps``
+            steps (defaults 1 and 500).
+        stalled_minutes: a job with no new step for this long (default 30).
+        memory_percent: peak device memory, or host memory, above this share (default 90).
+        max_skipped_steps: steps skipped for a non-finite loss or gradient (fp16) beyond this (default 10).
+        alarm_minutes: how long a health condition lasts before its alarm fires (default 15).
         state_machine_log_level: ``ALL`` (default: every state's start and end) or ``ERROR`` (failures only).
         log_execution_data: include each state's input and output in the log (default true).
         efs_throughput_alarm_percent: alarm when EFS throughput stays above this share of the permitted
             throughput for 5 minutes (default 80).
     """
 
+    debugger: bool = False
     profiling_interval_ms: int = 500
+    profile_start: int = 20
+    profile_steps: int = 5
+    gpu_underused_percent: int = 60
+    input_bound_percent: int = 20
+    loss_min_drop_percent: float = 1.0
+    loss_window_steps: int = 500
+    stalled_minutes: int = 30
+    memory_percent: int = 90
+    max_skipped_steps: int = 10
+    alarm_minutes: int = 15
     state_machine_log_level: str = "ALL"
     log_execution_data: bool = True
     efs_throughput_alarm_percent: int = 80
+
+    def health_rules(self) -> dict[str, float | int]:
+        """The thresholds train.py's health rules take (hyperparameter ``health_rules``)."""
+        names = (
+            "gpu_underused_percent", "input_bound_percent", "loss_min_drop_percent", "loss_window_steps",
+            "stalled_minutes", "memory_percent", "max_skipped_steps",
+        )  # fmt: skip
+        return {name: getattr(self, name) for name in names}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -513,10 +546,18 @@ def _validate_pipeline(train: TrainingConfig, micro_batches_per_replica: int) ->
 def _validate_observability(obs: ObservabilityConfig) -> None:
     _one_of("observability.profiling_interval_ms", obs.profiling_interval_ms, PROFILING_INTERVALS_MS)
     _one_of("observability.state_machine_log_level", obs.state_machine_log_level, STATE_MACHINE_LOG_LEVELS)
-    if not 1 <= obs.efs_throughput_alarm_percent <= 100:
+    for name in ("efs_throughput_alarm_percent", "gpu_underused_percent", "input_bound_percent", "memory_percent"):
+        if not 1 <= getattr(obs, name) <= 100:
+            raise ConfigError(f"observability.{name}", getattr(obs, name), "a percentage from 1 to 100")
+    if not 0 <= obs.loss_min_drop_percent < 100:
         raise ConfigError(
-            "observability.efs_throughput_alarm_percent", obs.efs_throughput_alarm_percent, "a percentage from 1 to 100"
+            "observability.loss_min_drop_percent", obs.loss_min_drop_percent, "a percentage from 0 to 100"
         )
+    for name in ("loss_window_steps", "stalled_minutes", "alarm_minutes"):
+        _positive(f"observability.{name}", getattr(obs, name))
+    for name in ("profile_start", "profile_steps", "max_skipped_steps"):
+        if getattr(obs, name) < 0:
+            raise ConfigError(f"observability.{name}", getattr(obs, name), "a non-negative integer")
 
 
 def _validate_security(sec: SecurityConfig) -> None:

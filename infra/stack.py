@@ -23,6 +23,7 @@ from infra.notifications import Notifications
 from infra.observability import console_links
 from infra.observability.alarms import WorkflowAlarms
 from infra.observability.dashboard import TrainingDashboard
+from infra.observability.health_alarms import HealthAlarms
 from infra.observability.job_events import JobFailureNotifications
 from infra.observability.rule_images import rule_evaluator_image
 from infra.source_bundle import TrainingPackage
@@ -133,6 +134,7 @@ class PretrainingStack(cdk.Stack):
             log_level=config.observability.state_machine_log_level,
             include_execution_data=config.observability.log_execution_data,
             log_group=self._log_group("WorkflowLogs", config),
+            debugger=config.observability.debugger,
         )
         # SnsPublish grants sns:Publish only; the encrypted topic also needs its key, through SNS.
         self.notifications.grant_publish(self.workflow.state_machine)
@@ -143,7 +145,7 @@ class PretrainingStack(cdk.Stack):
         return self.log_groups[id]
 
     def _observability(self, config: StageConfig) -> None:
-        """Alarms and job-failure e-mails to the topic, and the dashboard that shows them."""
+        """Alarms (workflow, EFS, training health) and job-failure e-mails to the topic, and the dashboard."""
         topic, fs_id = self.notifications.topic, self.file_system.file_system.file_system_id
         machine = self.workflow.state_machine
         self.alarms = WorkflowAlarms(
@@ -155,6 +157,10 @@ class PretrainingStack(cdk.Stack):
             key=self.key,
             efs_throughput_percent=config.observability.efs_throughput_alarm_percent,
         )
+        gpus = INSTANCE_TYPES[config.training.instance_type].gpus
+        self.health_alarms = HealthAlarms(
+            self, "HealthAlarms", config=config.observability, gpus_per_host=gpus, topic=topic
+        )
         JobFailureNotifications(self, "JobFailures", job_prefix=self.job_prefix, notifications=self.notifications)
         self.dashboard = TrainingDashboard(
             self,
@@ -162,8 +168,8 @@ class PretrainingStack(cdk.Stack):
             state_machine=machine,
             file_system_id=fs_id,
             job_prefix=self.job_prefix,
-            gpus_per_host=INSTANCE_TYPES[config.training.instance_type].gpus,
-            alarms=self.alarms.alarms,
+            gpus_per_host=gpus,
+            alarms=self.alarms.alarms + self.health_alarms.alarms,
         ).dashboard
 
     def _outputs(self) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -79,6 +80,10 @@ def test_full_run_produces_a_model_that_loads_and_answers(runs: Path, tmp_path: 
     assert out["deployment"]["status"]["Response"][0]["generated_text"].startswith("def main(")
     assert "Execution SUCCEEDED" in output and "Training loss" in output
     assert (runs / "executions" / "full" / "loss.png").stat().st_size > 1000
+    assert "Health         input-bound: " in output and "Health         loss not decreasing: " in output
+    report = re.search(r"Report         (\S+training-report\.html)", output)[1]
+    assert Path(report).read_text().count("<svg") == 6  # uploaded with the job's TensorBoard folder
+    assert "health:input_wait_percent" in metrics
 
 
 def test_corrupt_corpus_takes_the_failure_path(tmp_path: Path):

@@ -108,3 +108,20 @@ def test_state_machine_is_traced_and_logs_execution_data(dev_template: Template)
             "LoggingConfiguration": {"IncludeExecutionData": True, "Level": "ALL"},
         },
     )
+
+
+@pytest.fixture(scope="module")
+def debugger_definition(tmp_path_factory) -> dict:
+    config = tmp_path_factory.mktemp("config") / "debugger.json"
+    config.write_text(json.dumps({"observability": {"debugger": True}}))
+    return resolve_definition(synth_template("dev", str(config)), "us-east-1", "123456789012")
+
+
+def test_debugger_on_passes_its_fields_and_links_its_report_off_does_neither(definition, debugger_definition):
+    debugger_fields = {"ProfilerConfig.$", "ProfilerRuleConfigurations.$"}
+    on, off = debugger_definition["States"], definition["States"]
+    assert set(on["Train"]["Parameters"]) - set(off["Train"]["Parameters"]) == debugger_fields
+    assert not debugger_fields & set(off["Train"]["Parameters"])
+    assert "$.plan.profiler_report_uri" in json.dumps(on["NotifySuccess"])
+    assert "$.plan.profiler_report_uri" not in json.dumps(off["NotifySuccess"])
+    assert "$.plan.training_report_uri" in json.dumps(off["NotifySuccess"])

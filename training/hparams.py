@@ -104,6 +104,15 @@ def build_parser(env=os.environ) -> argparse.ArgumentParser:
     add("--eval_batches", type=int, default=20, help="validation batches per evaluation (per replica)")
     add("--log_every", type=int, default=10, help="a [train] line every N steps")
     add("--peak_tflops", type=float, default=0.0, help="peak TFLOPS per device for mfu; 0 = look up the GPU")
+    add(
+        "--tensorboard_dir",
+        default=os.path.join(env["SM_OUTPUT_DIR"], "tensorboard") if "SM_OUTPUT_DIR" in env else "",
+        help="TensorBoard logs and the training report (SM_OUTPUT_DIR/tensorboard); empty = neither, the "
+        "verdicts are still printed",
+    )
+    add("--profile_start", type=int, default=20, help="first step of the TensorFlow profiler trace")
+    add("--profile_steps", type=int, default=5, help="steps the profiler traces; 0 = no trace")
+    add("--health_rules", default="{}", help="JSON of health-rule thresholds (health.HealthRules); {} = the defaults")
     add("--sample_tokens", type=int, default=64, help="tokens of the [sample] generated at the end; 0 = none")
     add("--sample_prompt", default="", help="prompt of the sample; empty = start after <|endoftext|>")
     add("--sample_temperature", type=float, default=0.8, help="0 = greedy")

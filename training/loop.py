@@ -23,6 +23,7 @@ from gpt.pipeline.model import PipelinedGPT
 from gpt.presets import flops_per_token, get_preset
 from job import JobError, accumulation_steps, check_inputs, cluster
 from metrics import device_peak_tflops, emit, model_flops_utilisation, train_line, valid_line
+from observer import RunObserver
 from pipeline_trainer import PipelineTrainer, build_pipeline_replicas
 from schedule import WarmupCosine, scaled_peak_lr
 from trainer import PRECISIONS, Trainer, make_optimizer
@@ -256,9 +257,11 @@ class TrainingRun:
         validation = self.validation_dataset() if self.inputs.validation else None
         last_saved = self.start_step
         timer, steps_timed = time.perf_counter(), 0
+        observer = RunObserver(a, self.engine, self.model.trainable_variables, self.is_chief)
         try:
+            observer.start()
             for step in range(self.start_step + 1, a.max_steps + 1):
-                result = trainer.train_step(next(batches))
+                result = observer.step(step, trainer.train_step, observer.next_batch(batches))
                 if not math.isfinite(result.loss):
                     raise NonFiniteLoss(
                         f"loss is {result.loss} at step {step}: training stopped before applying it; "
@@ -278,16 +281,21 @@ class TrainingRun:
                     mfu = model_flops_utilisation(tokens_per_sec, self.flops_per_token, self.devices, self.peak_tflops)
                     lr = float(self.schedule(trainer.optimizer.iterations))
                     self.log(train_line(step, result.loss, lr, tokens_per_sec, mfu))
+                    observer.window(step, result, lr, tokens_per_sec, mfu)
                     timer, steps_timed = time.perf_counter(), 0
                 pause = time.perf_counter()  # evaluation and checkpoints do not count against tokens_per_sec
                 if validation is not None and (step % a.eval_every == 0 or step == a.max_steps):
-                    self.log(valid_line(step, trainer.evaluate(validation, a.eval_batches)))
+                    val_loss = trainer.evaluate(validation, a.eval_batches)
+                    self.log(valid_line(step, val_loss))
+                    observer.validated(step, val_loss)
                 if (a.checkpoint_every and step % a.checkpoint_every == 0) or step == a.max_steps:
                     self.checkpointer.save()
                     last_saved = step
                 timer += time.perf_counter() - pause
+                observer.pause()
         finally:
             self.checkpointer.wait()  # a save in flight holds good weights: let it finish
+            observer.close()  # stops the heartbeat and profiler; the chief writes the report
         # Every worker prints its weights' digest: equal digests mean the workers stayed in sync.
         step, digest = int(trainer.step.read_value()), weights_digest(self.model)
         print(f"[final] worker={self.engine.worker} step={step} weights={digest}", flush=True)

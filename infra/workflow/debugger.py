@@ -1,5 +1,8 @@
 """SageMaker Debugger settings of the training job: system profiling and the built-in rules.
 
+Only with ``observability.debugger`` on: Debugger is closed to accounts that had not used it by
+2026-07-30. The project's own health rules (``training/health.py``, the alarms) work without it.
+
 Plain functions of plain values, so the Plan function builds the same dictionaries the tests check.
 
 Two families of built-in rules exist:
@@ -71,6 +74,25 @@ def tensor_rule_fields(tensorflow_version: str, output_uri: str, rule_image: str
 def tensor_rule_field_names(tensorflow_version: str) -> tuple[str, ...]:
     """The request fields :func:`tensor_rule_fields` returns for this image version."""
     return ("DebugHookConfig", "DebugRuleConfigurations") if image_has_smdebug_hook(tensorflow_version) else ()
+
+
+def debugger_fields(enabled: bool, tensorflow_version: str, output_uri: str, interval_ms: int, rule_image: str) -> dict:
+    """The training request's Debugger fields: profiling, profiler rules and (with smdebug) tensor rules; none
+    when ``enabled`` is false (``observability.debugger``)."""
+    if not enabled:
+        return {}
+    return {
+        "ProfilerConfig": profiler_config(output_uri, interval_ms),
+        "ProfilerRuleConfigurations": profiler_rule_configurations(rule_image),
+        **tensor_rule_fields(tensorflow_version, output_uri, rule_image),
+    }
+
+
+def debugger_field_names(enabled: bool, tensorflow_version: str) -> tuple[str, ...]:
+    """The request fields :func:`debugger_fields` returns."""
+    if not enabled:
+        return ()
+    return ("ProfilerConfig", "ProfilerRuleConfigurations", *tensor_rule_field_names(tensorflow_version))
 
 
 def profiler_report_uri(job_output_uri: str, job_name: str) -> str:

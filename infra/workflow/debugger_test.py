@@ -62,3 +62,15 @@ def test_profiler_config_and_report_location_share_the_job_output_folder():
     assert debugger.profiler_report_uri("s3://b/training/", "job-trn") == (
         "s3://b/training/job-trn/rule-output/ProfilerReport/profiler-output/profiler-report.html"
     )
+
+
+def test_debugger_off_gives_no_field_and_on_gives_profiling_rules_and_for_old_images_tensor_rules():
+    assert debugger.debugger_fields(False, "2.13.0", "s3://b/training/", 500, IMAGE) == {}
+    assert debugger.debugger_field_names(False, "2.13.0") == ()
+    on = debugger.debugger_fields(True, "2.21.0", "s3://b/training/", 500, IMAGE)
+    assert (
+        tuple(on) == debugger.debugger_field_names(True, "2.21.0") == ("ProfilerConfig", "ProfilerRuleConfigurations")
+    )
+    old = debugger.debugger_fields(True, "2.13.0", "s3://b/training/", 500, IMAGE)
+    assert tuple(old) == debugger.debugger_field_names(True, "2.13.0")
+    assert {"DebugHookConfig", "DebugRuleConfigurations"} <= set(old)

@@ -55,7 +55,8 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
         "dataset_uri": requests.dataset_uri(settings, inp),
         "model_artifact_uri": requests.model_artifact_uri(settings, names["training"]),
         "checkpoint_uri": f"s3://{settings.checkpoints_bucket}/{run_name}/",
-        "profiler_report_uri": requests.profiler_report_uri(settings, names["training"]),
+        "training_report_uri": requests.training_report_uri(settings, names["training"]),
+        "profiler_report_uri": requests.profiler_report_uri(settings, names["training"]),  # with Debugger on
         "summary": _summary(inp, shape),
         "requests": {
             "tokenizer": requests.tokenizer_job_request(settings, inp, names["tokenizer"], sample_manifest),

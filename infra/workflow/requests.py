@@ -45,18 +45,25 @@ TRAINING_FIELDS = (
     "CheckpointConfig",
     "RetryStrategy",
     "EnableInterContainerTrafficEncryption",
-    "ProfilerConfig",
-    "ProfilerRuleConfigurations",
-    *debugger.tensor_rule_field_names(TENSORFLOW_VERSION),  # none for the TF 2.21 image (no smdebug)
+    "TensorBoardOutputConfig",
     "Environment",
     "Tags",
 )
+
+
+def training_fields(debugger_on: bool) -> tuple[str, ...]:
+    """The training request's fields: :data:`TRAINING_FIELDS`, plus Debugger's with ``observability.debugger``."""
+    return TRAINING_FIELDS + debugger.debugger_field_names(debugger_on, TENSORFLOW_VERSION)
+
+
 MODEL_FIELDS = ("ModelName", "ExecutionRoleArn", "PrimaryContainer", "VpcConfig", "Tags")
 ENDPOINT_CONFIG_FIELDS = ("EndpointConfigName", "ProductionVariants", "KmsKeyId", "Tags")
 ENDPOINT_FIELDS = ("EndpointName", "EndpointConfigName", "Tags")
 
 PROCESSING_BASE = "/opt/ml/processing"
 CHECKPOINT_DIR = "/opt/ml/checkpoints"
+TENSORBOARD_DIR = "/opt/ml/output/tensorboard"  # TensorBoardOutputConfig's LocalPath (and its default)
+REPORT_FILE = "training-report.html"  # what train.py writes into TENSORBOARD_DIR (training/report.py)
 PREPROCESS_HOURS = 24
 # How long a job's Task state waits before it times out (ASL's default is 60 s): the longest the job may
 # take, so that SageMaker's own limits (MaxRuntime, MaxWait) end a job first, plus an hour.
@@ -219,6 +226,7 @@ def training_hyperparameters(settings: StackSettings, inp: WorkflowInput) -> dic
     """train.py's hyperparameters and the toolkit's own, JSON-encoded as the SageMaker SDK does."""
     train = inp.training
     instance = INSTANCE_TYPES[train.instance_type]
+    observability = settings.stage_config.observability
     values: dict[str, Any] = {
         **inp.hyperparameters,
         "model_preset": train.model_preset,
@@ -231,6 +239,10 @@ def training_hyperparameters(settings: StackSettings, inp: WorkflowInput) -> dic
         "model_parallel_degree": train.model_parallel_degree,
         "microbatches": train.microbatches,
         "checkpoint_dir": CHECKPOINT_DIR,
+        "tensorboard_dir": TENSORBOARD_DIR,
+        "profile_start": observability.profile_start,
+        "profile_steps": observability.profile_steps,
+        "health_rules": json.dumps(observability.health_rules(), separators=(",", ":")),
         "sagemaker_program": ENTRY_POINTS["train"],
         "sagemaker_submit_directory": settings.source_dir_uri,
         "sagemaker_region": settings.region,
@@ -279,14 +291,19 @@ def training_output_uri(settings: StackSettings) -> str:
     return f"s3://{settings.models_bucket}/training/"
 
 
+def tensorboard_uri(settings: StackSettings, training_job_name: str) -> str:
+    """Where TensorBoardOutputConfig uploads the job's TensorBoard folder: next to its model."""
+    return f"{training_output_uri(settings)}{training_job_name}/tensorboard/"
+
+
 def training_job_request(settings: StackSettings, inp: WorkflowInput, name: str, run_name: str) -> dict:
     """The distributed training job: script mode on the TF 2.21 image, data on EFS (or S3), spot, checkpoints,
-    Debugger's system profiling and profiler rules."""
+    TensorBoard output; Debugger's system profiling and profiler rules with ``observability.debugger``."""
     train = inp.training
     instance = INSTANCE_TYPES[train.instance_type]
     max_run = train.max_run_hours * 3600
     output_uri = training_output_uri(settings)
-    interval_ms = settings.stage_config.observability.profiling_interval_ms
+    observability = settings.stage_config.observability
     return {
         "TrainingJobName": name,
         "RoleArn": settings.role_arn,
@@ -315,9 +332,14 @@ def training_job_request(settings: StackSettings, inp: WorkflowInput, name: str,
         "CheckpointConfig": {"S3Uri": f"s3://{settings.checkpoints_bucket}/{run_name}/", "LocalPath": CHECKPOINT_DIR},
         "RetryStrategy": {"MaximumRetryAttempts": 2},
         "EnableInterContainerTrafficEncryption": True,
-        "ProfilerConfig": debugger.profiler_config(output_uri, interval_ms),
-        "ProfilerRuleConfigurations": debugger.profiler_rule_configurations(settings.rule_evaluator_image),
-        **debugger.tensor_rule_fields(TENSORFLOW_VERSION, output_uri, settings.rule_evaluator_image),
+        **debugger.debugger_fields(
+            observability.debugger,
+            TENSORFLOW_VERSION,
+            output_uri,
+            observability.profiling_interval_ms,
+            settings.rule_evaluator_image,
+        ),
+        "TensorBoardOutputConfig": {"S3OutputPath": tensorboard_uri(settings, name), "LocalPath": TENSORBOARD_DIR},
         "Environment": {"PYTHONUNBUFFERED": "1"},
         "Tags": _tags(settings),
     }
@@ -331,6 +353,11 @@ def model_artifact_uri(settings: StackSettings, training_job_name: str) -> str:
 def profiler_report_uri(settings: StackSettings, training_job_name: str) -> str:
     """Where Debugger's ProfilerReport rule writes its HTML report for a training job."""
     return debugger.profiler_report_uri(training_output_uri(settings), training_job_name)
+
+
+def training_report_uri(settings: StackSettings, training_job_name: str) -> str:
+    """The project's own report (health verdicts and plots), uploaded with the job's TensorBoard folder."""
+    return tensorboard_uri(settings, training_job_name) + REPORT_FILE
 
 
 def model_request(settings: StackSettings, inp: WorkflowInput, name: str, training_job_name: str) -> dict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 from infra.workflow import requests
 from infra.workflow.execution_input import parse_input
@@ -13,6 +14,15 @@ from infra.workflow.metrics import METRIC_DEFINITIONS
 def training(settings, **fields):
     inp = parse_input({"training": fields}, settings.stage_config)
     return requests.training_job_request(settings, inp, "gpt-dev-run-abc123-trn", "run")
+
+
+def observability(settings, **fields):
+    """The settings with some ``observability`` values of the stage changed."""
+    stage = {**settings.stage, "observability": {**settings.stage["observability"], **fields}}
+    return dataclasses.replace(settings, stage=stage)
+
+
+DEBUGGER_FIELDS = ("ProfilerConfig", "ProfilerRuleConfigurations", "DebugHookConfig", "DebugRuleConfigurations")
 
 
 def test_training_reads_the_dataset_from_efs_read_only_inside_the_vpc(settings):
@@ -127,8 +137,54 @@ def test_hosting_requests_point_at_the_training_jobs_artifact(settings):
     assert set(requests.endpoint_request(settings, "e", "c")) == set(requests.ENDPOINT_FIELDS)
 
 
-def test_training_profiles_every_instance_and_runs_the_profiler_rules(settings):
+def test_debugger_off_by_default_leaves_every_debugger_field_out(settings):
     request = training(settings)
+    assert settings.stage_config.observability.debugger is False
+    assert not set(DEBUGGER_FIELDS) & set(request)
+    assert not [field for field in request if "Debug" in field or "Profiler" in field]
+    assert requests.training_fields(False) == requests.TRAINING_FIELDS
+
+
+def test_debugger_on_adds_exactly_the_debugger_fields_of_before_and_changes_nothing_else(settings):
+    off, on = training(settings), training(observability(settings, debugger=True))
+    added = {field: on[field] for field in set(on) - set(off)}
+    assert {field: value for field, value in on.items() if field not in added} == off
+    assert tuple(sorted(added)) == tuple(sorted(requests.training_fields(True)[len(requests.TRAINING_FIELDS) :]))
+    # The values the request carried before the switch existed (commit af49789), written out.
+    image = settings.rule_evaluator_image
+    rules = ("ProfilerReport", "LowGPUUtilization", "GPUMemoryIncrease", "CPUBottleneck", "IOBottleneck")
+    assert added == {
+        "ProfilerConfig": {"S3OutputPath": "s3://models-bucket/training/", "ProfilingIntervalInMilliseconds": 500},
+        "ProfilerRuleConfigurations": [
+            {"RuleConfigurationName": rule, "RuleEvaluatorImage": image, "RuleParameters": {"rule_to_invoke": rule}}
+            for rule in (*rules, "BatchSize", "LoadBalancing")
+        ],
+    }
+
+
+def test_tensorboard_output_is_uploaded_next_to_the_model_with_the_report(settings):
+    request = training(settings)
+    assert request["TensorBoardOutputConfig"] == {
+        "S3OutputPath": "s3://models-bucket/training/gpt-dev-run-abc123-trn/tensorboard/",
+        "LocalPath": "/opt/ml/output/tensorboard",
+    }
+    assert requests.training_report_uri(settings, "gpt-dev-run-abc123-trn") == (
+        "s3://models-bucket/training/gpt-dev-run-abc123-trn/tensorboard/training-report.html"
+    )
+    hps = request["HyperParameters"]
+    assert json.loads(hps["tensorboard_dir"]) == "/opt/ml/output/tensorboard"
+    assert (hps["profile_start"], hps["profile_steps"]) == ("20", "5")
+
+
+def test_health_rule_thresholds_reach_train_py_from_the_stage(settings):
+    hps = training(observability(settings, input_bound_percent=35))["HyperParameters"]
+    rules = json.loads(json.loads(hps["health_rules"]))
+    assert rules["input_bound_percent"] == 35 and rules["stalled_minutes"] == 30
+    assert len(hps["health_rules"]) <= 2500  # SageMaker's limit on a hyperparameter value
+
+
+def test_training_profiles_every_instance_and_runs_the_profiler_rules(settings):
+    request = training(observability(settings, debugger=True))
     output = request["OutputDataConfig"]["S3OutputPath"]
     assert output == "s3://models-bucket/training/"
     assert request["ProfilerConfig"] == {"S3OutputPath": output, "ProfilingIntervalInMilliseconds": 500}
@@ -149,13 +205,12 @@ def test_training_profiles_every_instance_and_runs_the_profiler_rules(settings):
 
 
 def test_profiling_interval_comes_from_the_stage(settings):
-    stage = {**settings.stage, "observability": {**settings.stage["observability"], "profiling_interval_ms": 100}}
-    request = training(dataclasses.replace(settings, stage=stage))
+    request = training(observability(settings, debugger=True, profiling_interval_ms=100))
     assert request["ProfilerConfig"]["ProfilingIntervalInMilliseconds"] == 100
 
 
 def test_profiler_report_link_points_where_the_report_rule_writes(settings):
-    request = training(settings)
+    request = training(observability(settings, debugger=True))
     (report_rule,) = [
         r for r in request["ProfilerRuleConfigurations"] if r["RuleConfigurationName"] == "ProfilerReport"
     ]
@@ -164,3 +219,8 @@ def test_profiler_report_link_points_where_the_report_rule_writes(settings):
         f"{report_rule['RuleConfigurationName']}/profiler-output/profiler-report.html"
     )
     assert requests.profiler_report_uri(settings, request["TrainingJobName"]) == expected
+
+
+def test_the_report_link_names_the_file_train_py_writes():
+    source = (Path(__file__).parents[2] / "training" / "report.py").read_text()
+    assert f'REPORT_FILE = "{requests.REPORT_FILE}"' in source

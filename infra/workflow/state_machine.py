@@ -39,6 +39,7 @@ class Workflow(Construct):
         log_group: the state machine's execution log.
         log_level: ``ALL`` or ``ERROR``.
         include_execution_data: log each state's input and output too (default true).
+        debugger: training jobs carry Debugger's fields and the success message links its report (default false).
     """
 
     def __init__(
@@ -54,6 +55,7 @@ class Workflow(Construct):
         log_group: logs.ILogGroup,
         log_level: str = "ALL",
         include_execution_data: bool = True,
+        debugger: bool = False,
     ) -> None:
         super().__init__(scope, id)
         self._prefix = job_prefix
@@ -84,7 +86,7 @@ class Workflow(Construct):
             "Train",
             "createTrainingJob",
             "training",
-            requests.TRAINING_FIELDS,
+            requests.training_fields(debugger),
             result_selector={
                 "TrainingJobName.$": "$.TrainingJobName",
                 "ModelArtifacts.$": "$.ModelArtifacts.S3ModelArtifacts",
@@ -105,14 +107,16 @@ class Workflow(Construct):
             message=sfn.TaskInput.from_text(
                 sfn.JsonPath.format(
                     "Execution {} succeeded. Model: {}. Final metrics: {}. Training time: {} s (billed {} s). "
-                    "Checkpoints: {}. Profiler report: {}",
+                    "Checkpoints: {}. Training report (health verdicts and plots): {}"
+                    + (". Debugger profiler report: {}" if debugger else ""),
                     sfn.JsonPath.execution_name,
                     sfn.JsonPath.string_at("$.training.ModelArtifacts"),
                     sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.training.FinalMetrics")),
                     sfn.JsonPath.string_at("$.training.TrainingTimeInSeconds"),
                     sfn.JsonPath.string_at("$.training.BillableTimeInSeconds"),
                     sfn.JsonPath.string_at("$.plan.checkpoint_uri"),
-                    sfn.JsonPath.string_at("$.plan.profiler_report_uri"),
+                    sfn.JsonPath.string_at("$.plan.training_report_uri"),
+                    *([sfn.JsonPath.string_at("$.plan.profiler_report_uri")] if debugger else []),
                 )
             ),
         )

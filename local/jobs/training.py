@@ -27,6 +27,7 @@ from local.jobs.common import (
     local_environment,
     objects_under,
     run_hosts,
+    upload_folder,
 )
 
 
@@ -145,6 +146,11 @@ def run_training_job(request: dict[str, Any], store: FolderStore, jobs_dir: Path
     if any(codes.values()):
         raise JobFailed(_failure_reason(name, hosts, codes, job_dir))
     artifact = _upload_model(store, request, name, job_dir / host_names[0] / "model")
+    tensorboard = request.get("TensorBoardOutputConfig")
+    if tensorboard:  # SageMaker uploads this folder while the job runs; here once, at the end
+        local = Path(in_host(tensorboard.get("LocalPath", "/opt/ml/output/tensorboard"), job_dir / host_names[0]))
+        if local.is_dir():
+            upload_folder(store, local, tensorboard["S3OutputPath"])
     return {
         "TrainingJobName": name,
         "TrainingJobArn": f"arn:aws:sagemaker:local:000000000000:training-job/{name}",
