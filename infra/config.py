@@ -24,6 +24,7 @@ from typing import Any
 from infra.instances import INSTANCE_TYPES
 from infra.planner import fit_problem
 from infra.presets import ModelShape, model_presets, shape_of
+from infra.training_code import training_module
 
 PLACEHOLDER_ACCOUNT = "123456789012"  # used for synth without credentials; deploy sets the real one
 REGIONS = (
@@ -445,32 +446,24 @@ def _validate_training(train: TrainingConfig) -> None:
     _one_of("training.data_source", train.data_source, ("efs", "s3"))
     if train.max_run_hours > SAGEMAKER_MAX_RUN_HOURS:
         raise ConfigError("training.max_run_hours", train.max_run_hours, f"at most {SAGEMAKER_MAX_RUN_HOURS} (28 days)")
-    if train.global_batch_tokens % train.sequence_length:
-        raise ConfigError(
-            "training.global_batch_tokens",
-            train.global_batch_tokens,
-            f"a multiple of training.sequence_length ({train.sequence_length})",
-        )
-    per_step = train.micro_batch_size * train.data_parallel_replicas
-    sequences = train.global_batch_tokens // train.sequence_length
-    if sequences % per_step:
-        raise ConfigError(
-            "training.global_batch_tokens",
-            train.global_batch_tokens,
-            f"a multiple of sequence_length x micro_batch_size x replicas = {train.sequence_length} x "
-            f"{train.micro_batch_size} x {train.data_parallel_replicas} = {train.sequence_length * per_step:,} tokens",
-        )
-    _validate_pipeline(train, sequences // per_step)
+    _check_batch(train)
 
 
-def _validate_pipeline(train: TrainingConfig, micro_batches_per_replica: int) -> None:
-    """microbatches divides the micro-batches a replica runs per step; a pipeline needs one process per host."""
-    if train.microbatches < 0 or (train.microbatches and micro_batches_per_replica % train.microbatches):
-        raise ConfigError(
-            "training.microbatches",
-            train.microbatches,
-            f"0 or a divisor of the {micro_batches_per_replica} micro-batches per replica of a step",
+def _check_batch(train: TrainingConfig) -> None:
+    """The global batch splits into micro-batches over the replicas, and a pipeline's passes divide them."""
+    batch = training_module("batch")
+    try:
+        accumulation = batch.accumulation_steps(
+            train.global_batch_tokens, train.micro_batch_size, train.sequence_length, train.data_parallel_replicas
         )
+        batch.pipeline_microbatches(accumulation, train.microbatches)
+    except batch.BatchError as error:
+        raise ConfigError(f"training.{error.field}", error.value, error.expected) from error
+    _validate_pipeline(train)
+
+
+def _validate_pipeline(train: TrainingConfig) -> None:
+    """A pipeline needs one process per host."""
     if train.model_parallel_degree > 1 and train.data_parallel_engine == "mpi":
         raise ConfigError(
             "training.data_parallel_engine",

@@ -72,9 +72,9 @@ def test_default_account_comes_from_the_caller_unless_the_stage_names_one():
         (
             {"training": {"global_batch_tokens": 1000}},
             "training.global_batch_tokens",
-            "multiple of training.sequence_length",
+            "a multiple of micro_batch_size x sequence_length x replicas = 8 x 2,048 x 8 = 131,072 tokens",
         ),
-        ({"training": {"global_batch_tokens": 2048 * 12}}, "training.global_batch_tokens", "2048 x 8 x 8 = 131,072"),
+        ({"training": {"global_batch_tokens": 2048 * 12}}, "training.global_batch_tokens", "8 x 2,048 x 8 = 131,072"),
         ({"network": {"nat_gateways": 3}}, "network.nat_gateways", "1 to network.max_azs (2)"),
         ({"network": {"isolated": True}}, "network.nat_gateways", "0 when network.isolated"),
         ({"storage": {"efs_throughput_mode": "fast"}}, "storage.efs_throughput_mode", "elastic, bursting, provisioned"),

@@ -14,7 +14,11 @@ from __future__ import annotations
 
 
 class BatchError(ValueError):
-    """A batch that cannot be split into micro-batches as asked; the message names the arithmetic."""
+    """A batch that cannot be split into micro-batches as asked: the field, its value and what would divide."""
+
+    def __init__(self, field: str, value: int, expected: str):
+        super().__init__(f"{field} {value:,} is not valid; expected {expected}")
+        self.field, self.value, self.expected = field, value, expected
 
 
 def accumulation_steps(global_batch_tokens: int, micro_batch_size: int, sequence_length: int, replicas: int) -> int:
@@ -28,9 +32,10 @@ def accumulation_steps(global_batch_tokens: int, micro_batch_size: int, sequence
         return 1
     if global_batch_tokens % per_micro_step:
         raise BatchError(
-            f"global_batch_tokens {global_batch_tokens:,} is not a multiple of micro_batch_size x "
-            f"sequence_length x replicas = {micro_batch_size} x {sequence_length} x {replicas} = "
-            f"{per_micro_step:,}"
+            "global_batch_tokens",
+            global_batch_tokens,
+            f"a multiple of micro_batch_size x sequence_length x replicas = {micro_batch_size} x "
+            f"{sequence_length:,} x {replicas} = {per_micro_step:,} tokens",
         )
     return global_batch_tokens // per_micro_step
 
@@ -42,8 +47,10 @@ def pipeline_microbatches(accumulation: int, microbatches: int) -> int:
     """
     if microbatches < 0 or (microbatches and accumulation % microbatches):
         raise BatchError(
-            f"microbatches {microbatches} is not 0 or a divisor of the {accumulation} micro-batches per replica "
-            "of a step (global_batch_tokens / (micro_batch_size x sequence_length x replicas))"
+            "microbatches",
+            microbatches,
+            f"0 or a divisor of the {accumulation} micro-batches per replica of a step "
+            "(global_batch_tokens / (micro_batch_size x sequence_length x replicas))",
         )
     return microbatches or accumulation
 

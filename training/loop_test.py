@@ -92,7 +92,7 @@ def test_pipelined_bf16_run_trains_checkpoints_and_exports(dataset_dir, tmp_path
     ("extra", "message"),
     [
         (["--use_xla", "True"], "XLA compiles a function for one device"),
-        (["--microbatches", "3"], "microbatches 3 is not 0 or a divisor of the 4 micro-batches per replica"),
+        (["--microbatches", "3"], "microbatches 3 is not valid; expected 0 or a divisor of the 4 micro-batches"),
     ],
 )
 def test_pipeline_configurations_that_cannot_run_are_refused(dataset_dir, tmp_path, extra, message):

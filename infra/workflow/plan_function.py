@@ -17,8 +17,8 @@ from constructs import Construct
 
 from infra.checkov import skip_checks
 from infra.nag import acknowledge_wildcards, cfn_ref
-from infra.presets import PRESETS_FILE
 from infra.source_bundle import BUILD_DIR, REPO_ROOT
+from infra.training_code import SHARED_FILES, TRAINING_ROOT
 from infra.workflow.settings import SETTINGS_ENV
 
 HANDLER_MODULE = REPO_ROOT / "infra" / "workflow" / "plan.py"
@@ -35,15 +35,13 @@ def plan_modules() -> list[Path]:
 
 
 def build_plan_code(out_dir: Path = BUILD_DIR / "plan_function") -> Path:
-    """Copies the handler's modules, and the presets table it reads, into a folder in the repo's layout."""
+    """Copies the handler's modules, and the training package's shared files it loads, in the repo's layout."""
     shutil.rmtree(out_dir, ignore_errors=True)
-    for module in plan_modules():
+    shared = [(TRAINING_ROOT / name).relative_to(REPO_ROOT) for name in SHARED_FILES]
+    for module in [*plan_modules(), *shared]:
         target = out_dir / module
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(REPO_ROOT / module, target)
-    presets = out_dir / PRESETS_FILE.relative_to(REPO_ROOT)
-    presets.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(PRESETS_FILE, presets)
     return out_dir
 
 
