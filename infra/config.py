@@ -21,6 +21,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from infra.aws_limits import S3_MAX_OBJECT_MB, aws_limits
 from infra.instances import INSTANCE_TYPES
 from infra.planner import fit_problem
 from infra.presets import ModelShape, model_presets, shape_of
@@ -70,6 +71,7 @@ PROFILING_INTERVALS_MS = (100, 200, 500, 1000, 5000, 60000)  # what SageMaker De
 STATE_MACHINE_LOG_LEVELS = ("ALL", "ERROR")
 SAGEMAKER_MAX_RUN_HOURS = 28 * 24  # SageMaker's limit on MaxRuntimeInSeconds: 28 days
 MAX_VOCAB = 2**32  # token ids are stored as uint32 at most
+ECR_IMAGE = r"\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/[a-z0-9][a-z0-9._/-]*(:[\w.-]+|@sha256:[0-9a-f]{64})"
 
 
 class ConfigError(ValueError):
@@ -151,7 +153,9 @@ class TrainingConfig:
         microbatches: with model_parallel_degree > 1, micro-batches per GPipe pass (M); a divisor of the step's
             micro-batches per replica; 0 (default) = all of them in one pass. The bubble is (K - 1) / (M + K - 1).
         instance_type, instance_count: the training cluster.
-        data_parallel_engine: ``multi_worker_mirrored`` (default, tf.distribute) or ``mpi`` (Horovod API).
+        data_parallel_engine: ``multi_worker_mirrored`` (default, tf.distribute) or ``mpi`` (Horovod API; needs an
+            ``image_uri`` with Horovod: the stock TF 2.21 image has none).
+        image_uri: a custom training image (ECR URI) instead of the stock TensorFlow 2.21 one.
         spot: managed spot training (checkpoints make interruptions harmless).
         max_run_hours: the job's MaxRuntime; spot waits up to twice as long.
         data_source: ``efs`` (default; the dataset is staged to EFS) or ``s3`` (FastFile mode).
@@ -173,6 +177,7 @@ class TrainingConfig:
     instance_type: str = "ml.p4d.24xlarge"
     instance_count: int = 1
     data_parallel_engine: str = "multi_worker_mirrored"
+    image_uri: str | None = None
     spot: bool = True
     max_run_hours: int = 72
     data_source: str = "efs"
@@ -260,9 +265,15 @@ def load_stage_config(context: dict[str, Any], default_account: str | None = Non
     name = context.get("stage") or "dev"
     if name not in stages:
         raise ConfigError("stage", name, f"one of the stages in cdk.json: {', '.join(sorted(stages)) or '(none)'}")
-    merged = deep_merge({"name": name, "account": default_account or PLACEHOLDER_ACCOUNT}, stages[name])
-    if context.get("config"):
-        merged = deep_merge(merged, _read_override_file(context["config"]))
+    layers = [stages[name], _read_override_file(context["config"]) if context.get("config") else {}]
+    for where, layer in zip((f"stages.{name}", "config"), layers, strict=True):
+        if isinstance(layer, dict) and "name" in layer:  # a second name would write another stage's stack
+            raise ConfigError(
+                f"{where}.name", layer["name"], f"no name: the stage's name comes from -c stage ({name!r})"
+            )
+    merged = {"name": name, "account": default_account or PLACEHOLDER_ACCOUNT}
+    for layer in layers:
+        merged = deep_merge(merged, layer)
     config = build_dataclass(StageConfig, merged, "")
     validate(config)
     return config
@@ -371,6 +382,7 @@ def validate(config: StageConfig) -> None:
     _validate_preprocessing(config.preprocessing)
     _validate_training(config.training)
     _one_of("deploy.instance_type", config.deploy.instance_type, INSTANCE_TYPES)
+    _accepted_by("deploy.instance_type", config.deploy.instance_type, "hosting")
     _positive("deploy.instance_count", config.deploy.instance_count)
     _validate_observability(config.observability)
     if problem := fit_problem(config.training, config.preprocessing.vocab_size):  # pre-flight: will it fit?
@@ -398,9 +410,21 @@ def _validate_storage(storage: StorageConfig) -> None:
 
 def _validate_preprocessing(pre: PreprocessingConfig) -> None:
     _one_of("preprocessing.instance_type", pre.instance_type, INSTANCE_TYPES)
-    _positive("preprocessing.instance_count", pre.instance_count)
-    _positive("preprocessing.volume_size_gb", pre.volume_size_gb)
+    _accepted_by("preprocessing.instance_type", pre.instance_type, "processing")
+    limits = aws_limits()
+    _within(
+        "preprocessing.instance_count", pre.instance_count, limits.processing_instance_count, "ProcessingInstanceCount"
+    )
+    _within("preprocessing.volume_size_gb", pre.volume_size_gb, limits.processing_volume_gb, "ProcessingVolumeSizeInGB")
     _positive("preprocessing.shard_size_mb", pre.shard_size_mb)
+    largest = min(S3_MAX_OBJECT_MB, pre.volume_size_gb * 1024)  # a shard is written to the volume, then to S3
+    if pre.shard_size_mb > largest:
+        raise ConfigError(
+            "preprocessing.shard_size_mb",
+            pre.shard_size_mb,
+            f"at most {largest:,} MB: a shard fits the instance's volume (volume_size_gb {pre.volume_size_gb} x 1,024) "
+            f"and S3's 5 TiB object limit",
+        )
     if not 257 <= pre.vocab_size <= MAX_VOCAB:
         raise ConfigError("preprocessing.vocab_size", pre.vocab_size, f"257 (256 bytes + end-of-text) to {MAX_VOCAB:,}")
     if not 0.0 <= pre.validation_fraction < 0.5:
@@ -431,6 +455,7 @@ def _validate_training(train: TrainingConfig) -> None:
     ):
         _positive(f"training.{name}", getattr(train, name))
     _one_of("training.instance_type", train.instance_type, INSTANCE_TYPES)
+    _accepted_by("training.instance_type", train.instance_type, "training")
     devices = max(INSTANCE_TYPES[train.instance_type].gpus, 1)
     if devices % train.model_parallel_degree or train.model_parallel_degree > shape.n_layer:
         raise ConfigError(
@@ -443,6 +468,18 @@ def _validate_training(train: TrainingConfig) -> None:
     if train.precision == "bf16" and gpu == "V100":
         raise ConfigError("training.precision", "bf16", f"fp16 or fp32: {train.instance_type}'s V100 has no bfloat16")
     _one_of("training.data_parallel_engine", train.data_parallel_engine, ("multi_worker_mirrored", "mpi"))
+    if train.image_uri is not None and not re.fullmatch(ECR_IMAGE, train.image_uri):
+        raise ConfigError(
+            "training.image_uri", train.image_uri, "an ECR image URI, ACCOUNT.dkr.ecr.REGION.amazonaws.com/NAME:TAG"
+        )
+    if train.data_parallel_engine == "mpi" and train.image_uri is None:
+        raise ConfigError(
+            "training.data_parallel_engine",
+            "mpi",
+            "multi_worker_mirrored: the MPI engine runs the Horovod API, which the stock TensorFlow 2.21 image "
+            "does not ship (Horovod does not build against TF 2.21); set training.image_uri to an image with "
+            "Horovod to use it",
+        )
     _one_of("training.data_source", train.data_source, ("efs", "s3"))
     if train.max_run_hours > SAGEMAKER_MAX_RUN_HOURS:
         raise ConfigError("training.max_run_hours", train.max_run_hours, f"at most {SAGEMAKER_MAX_RUN_HOURS} (28 days)")
@@ -480,6 +517,26 @@ def _validate_observability(obs: ObservabilityConfig) -> None:
         raise ConfigError(
             "observability.efs_throughput_alarm_percent", obs.efs_throughput_alarm_percent, "a percentage from 1 to 100"
         )
+
+
+def _accepted_by(field: str, instance_type: str, api: str) -> None:
+    """``instance_type`` is one the API accepts (botocore's TrainingInstanceType, ProcessingInstanceType or
+    ProductionVariantInstanceType enum)."""
+    limits = aws_limits()
+    accepted = {
+        "training": limits.training_instance_types,
+        "processing": limits.processing_instance_types,
+        "hosting": limits.hosting_instance_types,
+    }[api]
+    if instance_type not in accepted:
+        known = [t for t in INSTANCE_TYPES if t in accepted]
+        raise ConfigError(field, instance_type, f"an instance type SageMaker {api} accepts: {', '.join(known)}")
+
+
+def _within(field: str, value: int, span: tuple[int, int], shape: str) -> None:
+    low, high = span
+    if not low <= value <= high:
+        raise ConfigError(field, value, f"{low} to {high:,} (SageMaker's limit, {shape})")
 
 
 def _divisor_near(shape: ModelShape) -> int:

@@ -39,6 +39,7 @@ class PlanInputs:
     train_tokens: int
     mfu: float
     microbatches: int = 0
+    preset: str | None = None  # the preset the shape comes from: its recipe is in the table
 
     @property
     def instance(self) -> InstanceType:
@@ -211,6 +212,7 @@ def plan(
     train_tokens: int,
     mfu: float = DEFAULT_MFU,
     microbatches: int = 0,
+    preset: str | None = None,
 ) -> Plan:
     """Plans one training run; raises ValueError for a layout that cannot run (see ``PlanInputs.check``)."""
     return plan_inputs(PlanInputs(**{k: v for k, v in locals().items()}))
@@ -283,6 +285,7 @@ def plan_for_config(training: TrainingFields, vocab_size: int, *, mfu: float = D
         train_tokens=training.train_tokens,
         mfu=mfu,
         microbatches=training.microbatches,
+        preset=training.model_preset,
     )
 
 

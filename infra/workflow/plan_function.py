@@ -15,6 +15,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from infra.aws_limits import LIMITS_FILE, write_limits
 from infra.checkov import skip_checks
 from infra.nag import acknowledge_wildcards, cfn_ref
 from infra.source_bundle import BUILD_DIR, REPO_ROOT
@@ -35,13 +36,15 @@ def plan_modules() -> list[Path]:
 
 
 def build_plan_code(out_dir: Path = BUILD_DIR / "plan_function") -> Path:
-    """Copies the handler's modules, and the training package's shared files it loads, in the repo's layout."""
+    """Copies the handler's modules and the training package's shared files it loads, in the repo's layout, and
+    writes the AWS limits it checks (from botocore, ``infra/aws_limits.py``)."""
     shutil.rmtree(out_dir, ignore_errors=True)
     shared = [(TRAINING_ROOT / name).relative_to(REPO_ROOT) for name in SHARED_FILES]
     for module in [*plan_modules(), *shared]:
         target = out_dir / module
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(REPO_ROOT / module, target)
+    write_limits(out_dir / LIMITS_FILE.relative_to(REPO_ROOT))
     return out_dir
 
 

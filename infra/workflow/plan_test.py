@@ -70,6 +70,13 @@ def test_existing_or_given_tokenizer_is_reused(settings, store):
         ({"hyperparameters": {"max_steps": 10}}, "hyperparameters.max_steps: 10 is not valid; expected the training"),
         ({"hyperparameters": {"microbatches": 4}}, "hyperparameters.microbatches: 4 is not valid"),
         ({"hyperparameters": {"learning_rate": [1]}}, "hyperparameters.learning_rate: [1] is not valid"),
+        ({"hyperparameters": {"n_layer": 4}}, "hyperparameters.n_layer: 4 is not valid; expected the training"),
+        ({"hyperparameters": {"lerning_rate": 1e-3}}, "did you mean 'learning_rate'"),
+        ({"hyperparameters": {"warmup": 7}}, "hyperparameters.warmup: 7 is not valid; expected a train.py"),
+        ({"hyperparameters": {"learning": 0.5}}, "hyperparameters.learning: 0.5 is not valid"),
+        ({"hyperparameters": {"warmup_steps": "many"}}, "warmup_steps: 'many' is not valid; expected an integer >= 0"),
+        ({"hyperparameters": {"sample_prompt": "x" * 3000}}, "3,002 characters encoded; SageMaker takes at most 2,500"),
+        ({"hyperparameters": {"sagemaker_program": "x.py"}}, "hyperparameters.sagemaker_program: 'x.py' is not valid"),
         ({"corpus": {"s3_uri": "s3://raw-bucket/empty/"}}, "corpus.s3_uri: no .jsonl"),
         ({"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "preprocessing": {"instance_count": 6}}, "expected at most 5"),
     ],
@@ -78,6 +85,14 @@ def test_bad_input_names_the_field(settings, store, raw, message):
     with pytest.raises(InputError, match=None) as error:
         plan_execution(raw, "exec", settings, store)
     assert message in str(error.value)
+
+
+def test_the_summary_states_the_recipe_and_its_departures(settings, store):
+    raw = {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "hyperparameters": {"warmup_steps": 7}}
+    recipe = plan_execution(raw, "exec", settings, store)["summary"]["recipe"]
+    # dev: gpt3-125m at Table 2.1's 0.5 M tokens a step for 1 B tokens = 1,908 steps, shorter than 260 B tokens
+    assert (recipe["peak_lr"], recipe["warmup_steps"], recipe["decay_steps"]) == (6e-4, 7, 1_908)
+    assert [d.split(" (")[0] for d in recipe["departures"]] == ["warm-up 7 steps", "decay over the run's 1,908 steps"]
 
 
 def test_deploy_shorthand_and_extra_hyperparameters(settings, store):
