@@ -71,6 +71,7 @@ PROFILING_INTERVALS_MS = (100, 200, 500, 1000, 5000, 60000)  # what SageMaker De
 STATE_MACHINE_LOG_LEVELS = ("ALL", "ERROR")
 SAGEMAKER_MAX_RUN_HOURS = 28 * 24  # SageMaker's limit on MaxRuntimeInSeconds: 28 days
 MAX_VOCAB = 2**32  # token ids are stored as uint32 at most
+BUCKET_NAME = r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"
 ECR_IMAGE = r"\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/[a-z0-9][a-z0-9._/-]*(:[\w.-]+|@sha256:[0-9a-f]{64})"
 
 
@@ -232,6 +233,9 @@ class ObservabilityConfig:
 class StageConfig:
     """Everything one deployment of the stack is configured with.
 
+    ``source_buckets``: buckets besides the stack's raw bucket that corpora and tokenizers may be read from;
+    the jobs' role (and the Plan function, for listing) may then read them.
+
     Example:
         >>> cfg = load_stage_config({"stage": "dev", "stages": {"dev": {"training": {"spot": False}}}})
         >>> cfg.training.spot
@@ -242,6 +246,7 @@ class StageConfig:
     account: str = PLACEHOLDER_ACCOUNT
     region: str = "us-east-1"
     notification_email: str | None = None
+    source_buckets: tuple[str, ...] = ()
     network: NetworkConfig = NetworkConfig()
     storage: StorageConfig = StorageConfig()
     preprocessing: PreprocessingConfig = PreprocessingConfig()
@@ -318,6 +323,8 @@ def build_dataclass(cls: type, data: Any, prefix: str) -> Any:
         hint = hints[key]
         if typing.get_origin(hint) is dict:
             values[key] = _check_mapping(f"{prefix}{key}", value)
+        elif typing.get_origin(hint) is tuple:
+            values[key] = _check_names(f"{prefix}{key}", value)
         elif dataclasses.is_dataclass(hint):
             values[key] = build_dataclass(hint, value, f"{prefix}{key}.")
         else:
@@ -333,6 +340,13 @@ def _check_mapping(field: str, value: Any) -> dict[str, Any]:
         if not isinstance(item, int | float | str | bool):
             raise ConfigError(f"{field}.{key}", item, "a number, string or boolean")
     return dict(value)
+
+
+def _check_names(field: str, value: Any) -> tuple[str, ...]:
+    """A JSON array of strings (e.g. bucket names)."""
+    if not isinstance(value, list | tuple) or not all(isinstance(item, str) for item in value):
+        raise ConfigError(field, value, "a JSON array of strings")
+    return tuple(value)
 
 
 def _check_type(field: str, value: Any, hint: Any) -> Any:
@@ -377,6 +391,9 @@ def validate(config: StageConfig) -> None:
         r"[^@\s]+@[^@\s]+\.[^@\s]+", config.notification_email
     ):
         raise ConfigError("notification_email", config.notification_email, "an e-mail address or null")
+    for bucket in config.source_buckets:
+        if not re.fullmatch(BUCKET_NAME, bucket):
+            raise ConfigError("source_buckets", bucket, "S3 bucket names (3-63 lower-case letters, digits, '.', '-')")
     _validate_network(config.network)
     _validate_storage(config.storage)
     _validate_preprocessing(config.preprocessing)

@@ -60,6 +60,8 @@ def test_default_account_comes_from_the_caller_unless_the_stage_names_one():
         ({"preprocessing": {"shard_size_mb": 10**9}}, "preprocessing.shard_size_mb", "at most 204,800 MB"),
         ({"deploy": {"instance_type": "ml.p3dn.24xlarge"}}, "deploy.instance_type", "SageMaker hosting accepts"),
         ({"training": {"image_uri": "my-image"}}, "training.image_uri", "an ECR image URI"),
+        ({"source_buckets": "corpora"}, "source_buckets", "a JSON array of strings"),
+        ({"source_buckets": ["s3://corpora"]}, "source_buckets", "S3 bucket names"),
         ({"training": {"instance_type": "ml.p4d.24xlarg"}}, "training.instance_type", "did you mean 'ml.p4d.24xlarge'"),
         ({"preprocessing": {"instance_type": "c5.9xlarge"}}, "preprocessing.instance_type", "ml.c5.9xlarge"),
         ({"deploy": {"instance_type": "ml.x1.huge"}}, "deploy.instance_type", "one of"),

@@ -21,6 +21,7 @@ from infra.workflow.execution_input import CORPUS_SUFFIXES, WorkflowInput, parse
 from infra.workflow.names import resource_names
 from infra.workflow.object_store import ObjectStore
 from infra.workflow.settings import StackSettings
+from infra.workflow.sources import check_reuse, check_sources
 
 
 class InputError(Exception):
@@ -36,19 +37,24 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
     names = resource_names(settings.job_prefix, execution_name)
     run_name = inp.run_name or execution_name
 
-    dataset_ready = bool(store.list(requests.dataset_uri(settings, inp) + "manifests/"))
+    manifests = [uri for uri, _ in store.list(requests.dataset_uri(settings, inp) + "manifests/")]
+    dataset_ready = bool(manifests)
     preprocess = inp.force_preprocess or not dataset_ready
     tokenizer_ready = bool(inp.dataset.tokenizer_s3_uri) or bool(store.list(requests.tokenizer_dir_uri(settings, inp)))
     train_tokenizer = preprocess and not tokenizer_ready
-
-    sample_manifest = f"s3://{settings.datasets_bucket}/inputs/{names['tokenizer']}/tokenizer-sample.manifest"
-    if preprocess:
-        corpus = _corpus_files(settings, inp, store)
-        if train_tokenizer:
-            store.put_text(sample_manifest, _sample_manifest(requests.corpus_uri(settings, inp), corpus, inp))
-
+    try:
+        check_sources(settings, inp, preprocess)
+        if not preprocess:
+            check_reuse(settings, inp, store, manifests)
+    except ConfigError as error:
+        raise InputError(str(error)) from error
+    corpus = _corpus_files(settings, inp, store) if preprocess else []
     training_request = requests.training_job_request(settings, inp, names["training"], run_name)
     _check_hyperparameters(inp, training_request["HyperParameters"])
+
+    sample_manifest = f"s3://{settings.datasets_bucket}/inputs/{names['tokenizer']}/tokenizer-sample.manifest"
+    if train_tokenizer:  # the one write, once every check has passed
+        store.put_text(sample_manifest, _sample_manifest(requests.corpus_uri(settings, inp), corpus, inp))
     shape = inp.training.shape
     return {
         "names": names,
