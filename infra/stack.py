@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import aws_cdk as cdk
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from infra.buckets import DataBuckets
@@ -62,16 +64,22 @@ class PretrainingStack(cdk.Stack):
             config=storage,
         )
         self.package = TrainingPackage(self, "TrainingPackage", isolated=config.network.isolated)
+        # Buckets of corpora and tokenizers besides the raw bucket (the stage's source_buckets): read only.
+        self.source_buckets = [
+            s3.Bucket.from_bucket_name(self, f"SourceBucket{i}", name) for i, name in enumerate(config.source_buckets)
+        ]
         self.execution_role = SageMakerExecutionRole(
             self,
             "SageMakerExecution",
-            read_buckets=[self.buckets.raw],
+            read_buckets=[self.buckets.raw, *self.source_buckets],
             write_buckets=[self.buckets.datasets, self.buckets.checkpoints, self.buckets.models],
             key=self.key,
             file_system=self.file_system.file_system,
             vpc=self.network.vpc,
         )
         self.package.grant_read(self.execution_role.role)
+        if config.training.image_uri:
+            self.execution_role.allow_image(config.training.image_uri)
         self._workflow(config)
         self._observability(config)
         self._outputs()
@@ -96,7 +104,7 @@ class PretrainingStack(cdk.Stack):
             security_group_ids=[network.jobs_security_group.security_group_id],
             source_dir_uri=self.package.s3_uri,
             rule_evaluator_image=rule_evaluator_image(config.region),
-            stage=dataclasses.asdict(config),
+            stage=json.loads(json.dumps(dataclasses.asdict(config))),  # JSON types only (no tuples)
         )
         plan = PlanFunction(
             self,
@@ -105,6 +113,7 @@ class PretrainingStack(cdk.Stack):
             key=self.key,
             datasets=buckets.datasets,
             raw=buckets.raw,
+            sources=self.source_buckets,
             log_group=self._log_group("PlanLogs", config),
         )
         sync = DatasetSync(

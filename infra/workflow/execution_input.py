@@ -112,6 +112,10 @@ def parse_input(raw: Any, stage: StageConfig) -> WorkflowInput:
     validate(
         dataclasses.replace(stage, preprocessing=parsed.preprocessing, training=parsed.training, deploy=parsed.deploy)
     )
+    if parsed.training.image_uri != stage.training.image_uri:  # the stack, not an execution, chooses the code
+        raise ConfigError(
+            "training.image_uri", parsed.training.image_uri, f"the stage's ({stage.training.image_uri}): set it there"
+        )
     _validate_workflow_fields(parsed)
     return parsed
 

@@ -17,7 +17,7 @@ from constructs import Construct
 
 from infra.aws_limits import LIMITS_FILE, write_limits
 from infra.checkov import skip_checks
-from infra.nag import acknowledge_wildcards, cfn_ref
+from infra.nag import acknowledge_wildcards, bucket_ref, cfn_ref
 from infra.source_bundle import BUILD_DIR, REPO_ROOT
 from infra.training_code import SHARED_FILES, TRAINING_ROOT
 from infra.workflow.settings import SETTINGS_ENV
@@ -54,8 +54,9 @@ class PlanFunction(Construct):
     Args:
         settings: the stack's resources as a JSON-serializable dict (tokens allowed).
         log_group: the function's log group (encrypted, with retention).
-        datasets: the datasets bucket, where it checks for manifests and writes the tokenizer's sample list.
+        datasets: the datasets bucket, where it reads manifests and tokenizers and writes the tokenizer's sample list.
         raw: the raw bucket, whose corpus files it lists.
+        sources: the stage's other buckets of corpora and tokenizers (``source_buckets``), listed like the raw one.
         key: the data key (objects it writes are encrypted with it).
     """
 
@@ -68,6 +69,7 @@ class PlanFunction(Construct):
         log_group: logs.ILogGroup,
         datasets: s3.IBucket,
         raw: s3.IBucket,
+        sources: list[s3.IBucket],
         key: kms.IKey,
     ) -> None:
         super().__init__(scope, id)
@@ -88,9 +90,12 @@ class PlanFunction(Construct):
             description="Plan step of the GPT pre-training workflow",
         )
         log_group.grant_write(role)
-        # It lists (manifests, tokenizers, corpus files) and writes one object: the tokenizer's sample list.
+        # It lists (manifests, tokenizers, corpus files), reads JSON objects only (a dataset's manifests and the
+        # tokenizer it compares them with; corpus files are .jsonl, .txt ...) and writes the tokenizer's sample list.
+        readable = [datasets, raw, *sources]
+        role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[b.bucket_arn for b in readable]))
         role.add_to_policy(
-            iam.PolicyStatement(actions=["s3:ListBucket"], resources=[datasets.bucket_arn, raw.bucket_arn])
+            iam.PolicyStatement(actions=["s3:GetObject"], resources=[b.arn_for_objects("*.json") for b in readable])
         )
         role.add_to_policy(
             iam.PolicyStatement(actions=["s3:PutObject"], resources=[datasets.arn_for_objects("inputs/*")])
@@ -100,8 +105,8 @@ class PlanFunction(Construct):
         role.add_to_policy(
             iam.PolicyStatement(actions=["kms:GenerateDataKey"], resources=[key.key_arn], conditions=s3_only)
         )
-        # Lambda decrypts the environment (encrypted with the data key) with the function's role at cold start.
-        # The role reads no object, so it has no ciphertext of the data to decrypt.
+        # Lambda decrypts the environment (encrypted with the data key) with the function's role at cold start, and
+        # S3 decrypts the JSON objects it reads (manifests, tokenizers) with it.
         role.add_to_policy(iam.PolicyStatement(actions=["kms:Decrypt"], resources=[key.key_arn]))
         skip_checks(
             self.function,
@@ -111,8 +116,8 @@ class PlanFunction(Construct):
                 "CKV_AWS_115": "One invocation per execution start. Any reserved concurrency fails deployment in "
                 "accounts at Lambda's default limit of 10 (AWS keeps 10 unreserved); only the state machine's role "
                 "may invoke it.",
-                "CKV_AWS_117": "It calls only S3 (ListBucket on two buckets, PutObject under inputs/) and reads no "
-                "object; in a VPC it would need ENI permissions on '*' and change nothing it can reach.",
+                "CKV_AWS_117": "It calls only S3 (ListBucket, GetObject of *.json objects, PutObject under inputs/); "
+                "in a VPC it would need ENI permissions on '*' and change nothing it can reach.",
             },
         )
         acknowledge_wildcards(
@@ -123,6 +128,13 @@ class PlanFunction(Construct):
                     "The function writes one object per execution under inputs/ (the tokenizer's sample list); "
                     "its key contains the execution's job name."
                 ),
+                **{
+                    f"Resource::{bucket_ref(b)}/*.json": (
+                        "It reads JSON objects only (manifests, tokenizer.json) to compare an existing dataset with "
+                        "the request; keys are chosen per dataset and execution."
+                    )
+                    for b in readable
+                },
                 f"Resource::{cfn_ref(log_group)}:*": (
                     "Lambda names log streams per instance; writes are limited to the function's own log group."
                 ),

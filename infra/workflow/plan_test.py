@@ -116,6 +116,8 @@ def test_existing_or_given_tokenizer_is_reused(settings, store):
             "hyperparameters.sample_prompt: 3,002 characters encoded; SageMaker takes at most 2,500",
         ),
         ({}, "corpus.s3_uri: None is not valid; expected the prefix of the corpus to preprocess"),
+        ({"training": {"image_uri": "111122223333.dkr.ecr.us-east-1.amazonaws.com/x:1"}}, "the stage's (None)"),
+        ({"training": {"data_parallel_engine": "mpi"}}, "stock TensorFlow 2.21 image does not ship"),
         ({"corpus": {"s3_uri": "s3://someone-elses/pile/"}}, "corpus.s3_uri: 's3://someone-elses/pile/' is not valid"),
         (
             {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "dataset": {"tokenizer_s3_uri": "s3://other/t.json"}},

@@ -64,7 +64,8 @@ def test_pipeline_settings_reach_train_py(settings):
 
 def test_mpi_engine_sets_one_process_per_gpu_on_a_custom_image(settings):
     image = "111122223333.dkr.ecr.us-east-1.amazonaws.com/tf-horovod:2.11"
-    request = training(settings, data_parallel_engine="mpi", image_uri=image)
+    stage = {**settings.stage, "training": {**settings.stage["training"], "image_uri": image}}
+    request = training(dataclasses.replace(settings, stage=stage), data_parallel_engine="mpi")
     assert request["AlgorithmSpecification"]["TrainingImage"] == image
     hps = request["HyperParameters"]
     assert hps["sagemaker_mpi_enabled"] == "true"
