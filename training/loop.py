@@ -14,7 +14,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 import token_shards
-from batch import BatchError, accumulation_steps, global_batch, pipeline_microbatches
+from batch import accumulation_steps, global_batch, pipeline_microbatches
 from checkpoint import Checkpointer
 from data import token_dataset
 from engines import make_engine, make_pipeline_engine
@@ -103,7 +103,7 @@ class TrainingRun:
                 self.accumulation = args.microbatches  # one GPipe pass of `microbatches` micro-batches a step
             if self.pipelined:
                 pipeline_microbatches(self.accumulation, args.microbatches)
-        except (BatchError, ValueError) as error:
+        except ValueError as error:  # BatchError, or heads that do not divide the width
             raise JobError(str(error)) from error
         self.global_batch_tokens = global_batch(args.micro_batch_size, T, self.engine.num_replicas, self.accumulation)
         self.recipe = run_recipe(
@@ -179,13 +179,7 @@ class TrainingRun:
         args, T = self.args, self.sequence_length
         with self.engine.scope():
             self.model = GPT(**self._model_arguments())
-            optimizer = make_optimizer(
-                self.model,
-                self.schedule,
-                weight_decay=args.weight_decay,
-                beta_1=args.adam_beta1,
-                beta_2=args.adam_beta2,
-            )
+            optimizer = make_optimizer(self.model, self.schedule, **self._optimizer_arguments())
         self.trainer = Trainer(
             self.model,
             optimizer,
