@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_efs as efs
@@ -11,7 +13,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from infra.images import DLC_ACCOUNT
-from infra.nag import acknowledge_wildcards, cfn_ref
+from infra.nag import acknowledge_wildcards, bucket_ref
 
 DLC_REPOSITORIES = ("tensorflow-training", "tensorflow-inference")
 
@@ -19,9 +21,10 @@ DLC_REPOSITORIES = ("tensorflow-training", "tensorflow-inference")
 class SageMakerExecutionRole(Construct):
     """The execution role of the processing, training and hosting jobs.
 
-    Grants: read of the raw bucket; read/write of the datasets, checkpoints and models buckets; the
-    data key for those; NFS mount of the file system; the job network interfaces in this VPC; pulls
-    from the Deep Learning Containers repositories; the SageMaker log groups and metric namespaces.
+    Grants: read of the raw bucket and the stage's source buckets; read/write of the datasets, checkpoints
+    and models buckets; the data key for those; NFS mount of the file system; the job network interfaces in
+    this VPC; pulls from the Deep Learning Containers repositories; the SageMaker log groups and metric
+    namespaces.
 
     Args:
         read_buckets, write_buckets: buckets the jobs read, and read and write.
@@ -147,6 +150,18 @@ class SageMakerExecutionRole(Construct):
         self.policy = policy
         self._acknowledge_wildcards(all_buckets, write_buckets)
 
+    def allow_image(self, image_uri: str) -> None:
+        """Pulls from the repository of the stage's custom training image (``training.image_uri``)."""
+        registry, _, path = image_uri.partition("/")
+        account, region = registry.split(".")[0], registry.split(".")[3]
+        repository = re.split(r"[:@]", path)[0]
+        self.policy.add_statements(
+            iam.PolicyStatement(
+                actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
+                resources=[f"arn:aws:ecr:{region}:{account}:repository/{repository}"],
+            )
+        )
+
     def _acknowledge_wildcards(self, buckets: list[s3.IBucket], write_buckets: list[s3.IBucket]) -> None:
         """Each wildcard above, with the reason it is as narrow as IAM allows."""
         stack = Stack.of(self)
@@ -157,8 +172,9 @@ class SageMakerExecutionRole(Construct):
         }
         for bucket in buckets:
             access = "read and write" if bucket in write_buckets else "read"
-            reasons[f"Resource::{cfn_ref(bucket)}/*"] = (
-                f"Jobs {access} objects under any key of this stack's own bucket; keys are chosen per execution."
+            reasons[f"Resource::{bucket_ref(bucket)}/*"] = (
+                f"Jobs {access} objects under any key of this bucket (the stack's own, or a source bucket the stage "
+                "lists); keys are chosen per execution."
             )
         for group in ("TrainingJobs:*", "ProcessingJobs:*", "Endpoints/*"):
             arn = f"arn:aws:logs:{stack.region}:{stack.account}:log-group:/aws/sagemaker/{group}"

@@ -84,3 +84,10 @@ def cfn_ref(construct: IConstruct, attribute: str = "Arn") -> str:
     """How cdk-nag writes a resource's attribute in a finding: ``<LogicalId.Arn>``."""
     resource = construct if isinstance(construct, cdk.CfnElement) else construct.node.default_child
     return f"<{cdk.Stack.of(construct).get_logical_id(resource)}.{attribute}>"
+
+
+def bucket_ref(bucket) -> str:
+    """A bucket's ARN as cdk-nag writes it: ``<LogicalId.Arn>``, or the ARN of a bucket imported by name."""
+    if bucket.node.default_child is None:
+        return cdk.Stack.of(bucket).resolve(bucket.bucket_arn)  # e.g. arn:aws:s3:::my-corpora
+    return cfn_ref(bucket)

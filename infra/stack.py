@@ -7,6 +7,7 @@ import json
 
 import aws_cdk as cdk
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from infra.buckets import DataBuckets
@@ -65,16 +66,22 @@ class PretrainingStack(cdk.Stack):
             config=storage,
         )
         self.package = TrainingPackage(self, "TrainingPackage", isolated=config.network.isolated)
+        # Buckets of corpora and tokenizers besides the raw bucket (the stage's source_buckets): read only.
+        self.source_buckets = [
+            s3.Bucket.from_bucket_name(self, f"SourceBucket{i}", name) for i, name in enumerate(config.source_buckets)
+        ]
         self.execution_role = SageMakerExecutionRole(
             self,
             "SageMakerExecution",
-            read_buckets=[self.buckets.raw],
+            read_buckets=[self.buckets.raw, *self.source_buckets],
             write_buckets=[self.buckets.datasets, self.buckets.checkpoints, self.buckets.models],
             key=self.key,
             file_system=self.file_system.file_system,
             vpc=self.network.vpc,
         )
         self.package.grant_read(self.execution_role.role)
+        if config.training.image_uri:
+            self.execution_role.allow_image(config.training.image_uri)
         self._workflow(config)
         self._observability(config)
         self._outputs()
@@ -109,6 +116,7 @@ class PretrainingStack(cdk.Stack):
             key=self.key,
             datasets=buckets.datasets,
             raw=buckets.raw,
+            sources=self.source_buckets,
             log_group=self._log_group("PlanLogs", config),
             reserved_concurrency=config.security.plan_reserved_concurrency,
         )

@@ -45,11 +45,12 @@ def synthesize(stage: str, cdk_out: Path) -> str:
     return stack_name(load_stage_config({**context, "stage": stage}))
 
 
-def read_input(path: Path | None) -> dict:
+def read_input(path: Path | None, sample_uri: str) -> dict:
+    """local/default-input.json, the given input over it, and the sample corpus unless it names a corpus."""
     data = json.loads(DEFAULT_INPUT.read_text())
     if path:
         data = deep_merge(data, json.loads(path.read_text()))
-    return data
+    return deep_merge({"corpus": {"s3_uri": sample_uri}}, data)
 
 
 def run(stage: str, input_path: Path | None, execution_name: str, runs: Path, corpus_mb: int = 24) -> int:
@@ -58,17 +59,17 @@ def run(stage: str, input_path: Path | None, execution_name: str, runs: Path, co
     stack = LocalStack.load(cdk_out, name)
     store = FolderStore(runs / "s3")
     stack.publish_assets(store)
-    raw_bucket = stack.settings().raw_bucket
-    if not store.list(f"s3://{raw_bucket}/"):
-        paths = write_corpus(store.path(f"s3://{raw_bucket}/sample/"), total_mb=corpus_mb)
-        print(f"Wrote a sample corpus of {len(paths)} jsonl.zst files to s3://{raw_bucket}/sample/", flush=True)
+    sample_uri = f"s3://{stack.settings().raw_bucket}/sample/"
+    if not store.list(sample_uri):
+        paths = write_corpus(store.path(sample_uri), total_mb=corpus_mb)
+        print(f"Wrote a sample corpus of {len(paths)} jsonl.zst files to {sample_uri}", flush=True)
 
     execution_dir = runs / "executions" / execution_name
     execution_dir.mkdir(parents=True, exist_ok=True)
     context = RunContext(str(cdk_out), name, str(runs / "s3"), str(runs / "efs"), str(execution_dir))
     (execution_dir / "context.json").write_text(json.dumps(dataclasses.asdict(context), indent=2))
     (execution_dir / "definition.json").write_text(json.dumps(stack.definition(), indent=2))
-    (execution_dir / "input.json").write_text(json.dumps(read_input(input_path), indent=2))
+    (execution_dir / "input.json").write_text(json.dumps(read_input(input_path, sample_uri), indent=2))
     result_path = execution_dir / "result.json"
     print(f"Execution {execution_name}: input {execution_dir / 'input.json'}\n", flush=True)
 

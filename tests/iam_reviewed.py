@@ -79,6 +79,7 @@ PERMISSIONS: dict[str, dict[str, list[str]]] = {
     "Plan/Role": {
         "self": [
             "s3:ListBucket",
+            "s3:GetObject",
             "s3:PutObject",
             "kms:GenerateDataKey if kms:ViaService",
             "kms:Decrypt",

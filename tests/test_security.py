@@ -278,3 +278,20 @@ def test_security_md_states_each_wildcard_and_resource_star_reason():
         assert f"`{action}`" in text, action
     assert "kms:*" in text and "s3:List*" in text
     assert PLACEHOLDER_ACCOUNT not in text  # the review is written for any account
+
+
+def test_source_buckets_and_a_custom_image_widen_only_reads_and_pulls(tmp_path_factory: pytest.TempPathFactory):
+    image = "111122223333.dkr.ecr.us-east-1.amazonaws.com/tf-horovod:2.11"
+    override = tmp_path_factory.mktemp("cfg") / "sources.json"
+    override.write_text(
+        json.dumps({"source_buckets": ["corpora"], "training": {"image_uri": image, "data_parallel_engine": "mpi"}})
+    )
+    template = synth_template("dev", str(override))
+    assert unreviewed(template, "dev") == []
+    grants = {(s.holder, a, r) for s in PolicyReader(template).statements() for a in s.actions for r in s.resources}
+    assert ("SageMakerExecution/Role", "s3:GetObject", "arn:aws:s3:::corpora/*") in grants
+    assert ("Plan/Role", "s3:GetObject", "arn:aws:s3:::corpora/*.json") in grants
+    repository = "arn:aws:ecr:${AWS::Region}:111122223333:repository/tf-horovod"
+    pull = ("SageMakerExecution/Role", "ecr:BatchGetImage", repository)
+    assert pull in grants
+    assert not any(a.startswith("s3:Put") and "corpora" in r for _, a, r in grants)

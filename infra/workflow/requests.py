@@ -308,7 +308,7 @@ def training_job_request(settings: StackSettings, inp: WorkflowInput, name: str,
         "TrainingJobName": name,
         "RoleArn": settings.role_arn,
         "AlgorithmSpecification": {
-            "TrainingImage": training_image(settings.region, gpu=instance.is_gpu),
+            "TrainingImage": train.image_uri or training_image(settings.region, gpu=instance.is_gpu),
             "TrainingInputMode": "File",
             "MetricDefinitions": METRIC_DEFINITIONS,
             "EnableSageMakerMetricsTimeSeries": True,

@@ -6,6 +6,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+from infra.training_code import training_module
 from infra.workflow import requests
 from infra.workflow.execution_input import parse_input
 from infra.workflow.metrics import METRIC_DEFINITIONS
@@ -71,8 +72,12 @@ def test_pipeline_settings_reach_train_py(settings):
     assert hps["engine"] == '"multi_worker"'  # one process per host drives its pipelines
 
 
-def test_mpi_engine_sets_one_process_per_gpu(settings):
-    hps = training(settings, data_parallel_engine="mpi")["HyperParameters"]
+def test_mpi_engine_sets_one_process_per_gpu_on_a_custom_image(settings):
+    image = "111122223333.dkr.ecr.us-east-1.amazonaws.com/tf-horovod:2.11"
+    stage = {**settings.stage, "training": {**settings.stage["training"], "image_uri": image}}
+    request = training(dataclasses.replace(settings, stage=stage), data_parallel_engine="mpi")
+    assert request["AlgorithmSpecification"]["TrainingImage"] == image
+    hps = request["HyperParameters"]
     assert hps["sagemaker_mpi_enabled"] == "true"
     assert hps["sagemaker_mpi_num_of_processes_per_host"] == "4"  # ml.g5.12xlarge: 4 x A10G
     assert "sagemaker_multi_worker_mirrored_strategy_enabled" not in hps
@@ -224,3 +229,17 @@ def test_profiler_report_link_points_where_the_report_rule_writes(settings):
 def test_the_report_link_names_the_file_train_py_writes():
     source = (Path(__file__).parents[2] / "training" / "report.py").read_text()
     assert f'REPORT_FILE = "{requests.REPORT_FILE}"' in source
+
+
+def test_the_training_request_round_trips_through_train_pys_own_parser(settings):
+    hparams = training_module("hparams")
+    shape = {"model_preset": "gpt3-125m", "n_layer": 4, "d_model": 256, "n_head": 4}
+    inp = parse_input({"training": shape, "hyperparameters": {"warmup_steps": 7}}, settings.stage_config)
+    hps = requests.training_job_request(settings, inp, "gpt-dev-run-abc123-trn", "run")["HyperParameters"]
+    as_sm_hps = hparams.parse_args([], {"SM_HPS": json.dumps(hps)})
+    as_argv = hparams.parse_args([arg for name, text in hps.items() for arg in (f"--{name}", text)], {})
+    for args in (as_sm_hps, as_argv):
+        assert (args.model_preset, args.n_layer, args.d_model, args.n_head) == ("gpt3-125m", 4, 256, 4)
+        assert (args.warmup_steps, args.engine, args.recompute) == (7, "multi_worker", True)
+        assert args.max_steps == 1_000_000_000 // 524_288 + 1  # ceil(train_tokens / global_batch_tokens)
+        assert sorted(args.ignored) == sorted(f"--{n}" for n in hps if hparams.is_reserved(n))
