@@ -275,7 +275,7 @@ def failing_run(dataset_dir, tmp_path, *extra) -> tuple[int, str]:
     [
         (["--sequence_length", "33"], "sequence_length 33 is longer than the train shards' 32"),
         (["--vocab_size", "100"], "vocabulary mismatch: vocab_size 100 is smaller than the tokenizer's 384"),
-        (["--global_batch_tokens", "100"], "not a multiple of micro_batch_size x sequence_length x replicas"),
+        (["--global_batch_tokens", "100"], "expected a multiple of micro_batch_size x sequence_length x replicas"),
         (["--validation_dir", "/nonexistent"], "the validation channel /nonexistent does not exist"),
     ],
 )
