@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_efs as efs
@@ -10,10 +12,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from infra.images import DLC_ACCOUNT
+from infra.images import repository_arn
 from infra.nag import acknowledge_wildcards, cfn_ref
-
-DLC_REPOSITORIES = ("tensorflow-training", "tensorflow-inference")
 
 
 class SageMakerExecutionRole(Construct):
@@ -21,13 +21,14 @@ class SageMakerExecutionRole(Construct):
 
     Grants: read of the raw bucket; read/write of the datasets, checkpoints and models buckets; the
     data key for those; NFS mount of the file system; the job network interfaces in this VPC; pulls
-    from the Deep Learning Containers repositories; the SageMaker log groups and metric namespaces.
+    from the repositories of the jobs' images; the SageMaker log groups and metric namespaces.
 
     Args:
         read_buckets, write_buckets: buckets the jobs read, and read and write.
         key: the data KMS key.
         file_system: the dataset file system.
         vpc: the VPC where jobs create their network interfaces.
+        images: the jobs' image URIs (their ECR repositories may be pulled from).
     """
 
     def __init__(
@@ -40,6 +41,7 @@ class SageMakerExecutionRole(Construct):
         key: kms.IKey,
         file_system: efs.IFileSystem,
         vpc: ec2.IVpc,
+        images: Iterable[str],
     ) -> None:
         super().__init__(scope, id)
         stack = Stack.of(self)
@@ -121,7 +123,7 @@ class SageMakerExecutionRole(Construct):
         add(
             iam.PolicyStatement(
                 actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
-                resources=[f"arn:aws:ecr:{stack.region}:{DLC_ACCOUNT}:repository/{r}" for r in DLC_REPOSITORIES],
+                resources=sorted({repository_arn(uri) for uri in images}),
             )
         )
         add(

@@ -22,7 +22,7 @@ from infra.observability import console_links
 from infra.observability.alarms import WorkflowAlarms
 from infra.observability.dashboard import TrainingDashboard
 from infra.observability.job_events import JobFailureNotifications
-from infra.observability.rule_images import rule_evaluator_image
+from infra.sdk_tables import sdk_settings
 from infra.source_bundle import TrainingPackage
 from infra.workflow.datasync import DatasetSync
 from infra.workflow.plan_function import PlanFunction
@@ -61,6 +61,7 @@ class PretrainingStack(cdk.Stack):
             key=self.key,
             config=storage,
         )
+        self.sdk = sdk_settings(config.region)
         self.package = TrainingPackage(self, "TrainingPackage", isolated=config.network.isolated)
         self.execution_role = SageMakerExecutionRole(
             self,
@@ -70,6 +71,7 @@ class PretrainingStack(cdk.Stack):
             key=self.key,
             file_system=self.file_system.file_system,
             vpc=self.network.vpc,
+            images=self.sdk["images"].values(),
         )
         self.package.grant_read(self.execution_role.role)
         self._workflow(config)
@@ -95,7 +97,7 @@ class PretrainingStack(cdk.Stack):
             subnet_ids=network.vpc.select_subnets(**network.job_subnets._values).subnet_ids,
             security_group_ids=[network.jobs_security_group.security_group_id],
             source_dir_uri=self.package.s3_uri,
-            rule_evaluator_image=rule_evaluator_image(config.region),
+            **self.sdk,
             stage=dataclasses.asdict(config),
         )
         plan = PlanFunction(
@@ -125,6 +127,7 @@ class PretrainingStack(cdk.Stack):
             job_prefix=job_prefix,
             execution_role_arn=self.execution_role.role.role_arn,
             datasync_task=sync.task,
+            key=self.key,
             topic=self.notifications.topic,
             log_level=config.observability.state_machine_log_level,
             include_execution_data=config.observability.log_execution_data,

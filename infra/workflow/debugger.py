@@ -39,13 +39,14 @@ def profiler_config(output_uri: str, interval_ms: int) -> dict[str, Any]:
     return {"S3OutputPath": output_uri, "ProfilingIntervalInMilliseconds": interval_ms}
 
 
-def profiler_rule_configurations(rule_image: str) -> list[dict[str, Any]]:
-    """``ProfilerRuleConfigurations``: every rule in :data:`PROFILER_RULES`, each evaluated by ``rule_image``.
+def profiler_rule_configurations(rule_image: str, parameters: dict[str, dict[str, str]]) -> list[dict[str, Any]]:
+    """``ProfilerRuleConfigurations``: every rule in :data:`PROFILER_RULES`, each evaluated by ``rule_image``
+    with its ``parameters`` (the SDK's, by rule name).
 
     The configuration name is the rule's name, so a rule's output lands in
     ``<job output>/rule-output/<rule>/`` (see :func:`profiler_report_uri`).
     """
-    return [_rule(name, rule_image) for name in PROFILER_RULES]
+    return [_rule(name, rule_image, parameters[name]) for name in PROFILER_RULES]
 
 
 def image_has_smdebug_hook(tensorflow_version: str) -> bool:
@@ -83,5 +84,9 @@ def profiler_report_uri(job_output_uri: str, job_name: str) -> str:
     return f"{job_output_uri}{job_name}/rule-output/{REPORT_RULE}/profiler-output/profiler-report.html"
 
 
-def _rule(name: str, image: str) -> dict[str, Any]:
-    return {"RuleConfigurationName": name, "RuleEvaluatorImage": image, "RuleParameters": {"rule_to_invoke": name}}
+def _rule(name: str, image: str, parameters: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "RuleConfigurationName": name,
+        "RuleEvaluatorImage": image,
+        "RuleParameters": parameters or {"rule_to_invoke": name},
+    }

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from infra.sdk_tables import profiler_rule_parameters, rule_evaluator_image
 from infra.workflow import debugger
 
-IMAGE = "503895931360.dkr.ecr.us-east-1.amazonaws.com/sagemaker-debugger-rules:latest"
+IMAGE = rule_evaluator_image("us-east-1")
 
 
-def test_profiler_rules_are_the_system_rules_each_invoking_itself():
-    rules = debugger.profiler_rule_configurations(IMAGE)
+def test_profiler_rules_are_the_system_rules_each_invoking_itself_with_the_sdk_parameters():
+    rules = debugger.profiler_rule_configurations(IMAGE, profiler_rule_parameters(debugger.PROFILER_RULES))
     assert [r["RuleConfigurationName"] for r in rules] == [
         "ProfilerReport",
         "LowGPUUtilization",
@@ -22,7 +23,7 @@ def test_profiler_rules_are_the_system_rules_each_invoking_itself():
     ]
     for rule in rules:
         assert rule["RuleEvaluatorImage"] == IMAGE
-        assert rule["RuleParameters"] == {"rule_to_invoke": rule["RuleConfigurationName"]}
+        assert rule["RuleParameters"]["rule_to_invoke"] == rule["RuleConfigurationName"]
     assert len(rules) <= 20  # SageMaker's limit per job
 
 

@@ -78,15 +78,25 @@ def test_spot_training_waits_longer_than_it_runs_and_checkpoints(settings):
 
 
 def test_volumes_outputs_and_traffic_are_encrypted(settings):
-    request = training(settings)
+    request = training(settings)  # dev: ml.g5.12xlarge, local NVMe storage that its hardware encrypts
     key = settings.kms_key_arn
-    assert request["ResourceConfig"]["VolumeKmsKeyId"] == key
+    assert "VolumeKmsKeyId" not in request["ResourceConfig"]
     assert request["OutputDataConfig"]["KmsKeyId"] == key
     assert request["EnableInterContainerTrafficEncryption"] is True
     assert request["AlgorithmSpecification"]["MetricDefinitions"] == METRIC_DEFINITIONS
-    assert request["AlgorithmSpecification"]["TrainingImage"].endswith(
-        "tensorflow-training:2.21.0-gpu-py312-cu129-amzn2023-sagemaker"
+    assert request["AlgorithmSpecification"]["TrainingImage"] == (
+        "763104351884.dkr.ecr.us-east-1.amazonaws.com/tensorflow-training:2.21-gpu-py312"
     )
+    ebs_only = training(settings, instance_type="ml.p3.16xlarge", precision="fp16", micro_batch_size=4)
+    assert ebs_only["ResourceConfig"]["VolumeKmsKeyId"] == key
+
+
+def test_volume_key_follows_the_sdk_for_every_job(settings):
+    inp = parse_input({"preprocessing": {"instance_type": "ml.g5.xlarge"}}, settings.stage_config)
+    cluster = requests.shards_job_request(settings, inp, "x")["ProcessingResources"]["ClusterConfig"]
+    assert "VolumeKmsKeyId" not in cluster
+    inp = parse_input({"deploy": {"instance_type": "ml.m5.xlarge"}}, settings.stage_config)
+    assert requests.endpoint_config_request(settings, inp, "c", "m")["KmsKeyId"] == settings.kms_key_arn
 
 
 def test_shards_job_splits_the_corpus_by_file_across_instances(settings):
@@ -123,7 +133,7 @@ def test_hosting_requests_point_at_the_training_jobs_artifact(settings):
     )
     config = requests.endpoint_config_request(settings, inp, "c", "m")
     assert config["ProductionVariants"][0]["ModelName"] == "m"
-    assert config["KmsKeyId"] == settings.kms_key_arn
+    assert "KmsKeyId" not in config  # ml.g5.xlarge: local NVMe storage, encrypted by the instance
     assert set(requests.endpoint_request(settings, "e", "c")) == set(requests.ENDPOINT_FIELDS)
 
 
