@@ -60,8 +60,12 @@ def rule_evaluator_image(region: str) -> str:
 
 
 def profiler_rule_parameters(names: Iterable[str]) -> dict[str, dict[str, str]]:
-    """The SDK's ``RuleParameters`` of each built-in profiler rule (``rule_to_invoke`` and its defaults)."""
-    return {name: ProfilerRule.sagemaker(getattr(rule_configs, name)()).rule_parameters for name in names}
+    """The SDK's ``RuleParameters`` of each built-in profiler rule (``rule_to_invoke`` and its defaults), as the
+    SDK sends them: strings (its ``rule_parameters`` attribute holds numbers, which the API refuses)."""
+    return {
+        name: ProfilerRule.sagemaker(getattr(rule_configs, name)()).to_profiler_rule_config_dict()["RuleParameters"]
+        for name in names
+    }
 
 
 def without_volume_kms(instance_types: Iterable[str]) -> list[str]:
