@@ -73,7 +73,7 @@ def test_full_run_produces_a_model_that_loads_and_answers(runs: Path, tmp_path: 
     out = result(runs, "full")["output"]
     for state in ("▶ Plan", "▶ TrainTokenizer", "▶ WriteShards", "▶ StartDataSync", "▶ Train", "▶ CreateEndpoint"):
         assert state in output
-    metrics = {m["MetricName"]: m["Value"] for m in out["training"]["FinalMetrics"]}
+    metrics = {m["MetricName"]: m["Value"] for m in out["training"]["Job"]["FinalMetricDataList"]}
     assert {"train:loss", "train:tokens_per_second", "validation:loss", "validation:perplexity"} <= set(metrics)
     assert out["deployment"]["status"]["EndpointStatus"] == "InService"  # the exported model loaded and generated
     assert out["deployment"]["status"]["Response"][0]["generated_text"].startswith("def main(")

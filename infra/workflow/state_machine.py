@@ -83,9 +83,7 @@ class Workflow(Construct):
             ),
             retry_on_service_exceptions=True,
         )
-        tokenizer = self._sagemaker_job(
-            "TrainTokenizer", "createProcessingJob", "tokenizer"
-        )
+        tokenizer = self._sagemaker_job("TrainTokenizer", "createProcessingJob", "tokenizer")
         shards = self._sagemaker_job("WriteShards", "createProcessingJob", "shards")
         train = self._sagemaker_job(
             "Train",
@@ -242,13 +240,25 @@ class Workflow(Construct):
             failed=("ERROR", "DataSync.Failed", cause),
             notify_failure=notify_failure,
         )
-        return start.next(poll)
+        # TaskExecutionArn is optional in the API model: without it there is nothing to poll, which is a failure.
+        no_execution = sfn.Pass(
+            self,
+            "DataSyncNotStarted",
+            result_path="$.error",
+            parameters={
+                "Error": "DataSync.NotStarted",
+                "Cause": sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.datasync")),
+            },
+        )
+        return start.next(
+            sfn.Choice(self, "DataSync started?")
+            .when(sfn.Condition.is_present("$.datasync.TaskExecutionArn"), poll)
+            .otherwise(no_execution.next(notify_failure))
+        )
 
     def _deploy(self, notify_success: sfn.IChainable, notify_failure: sfn.IChainable) -> sfn.IChainable:
         """Model, endpoint configuration, endpoint; then poll until the endpoint is in service."""
-        model = self._sagemaker_job(
-            "CreateModel", "createModel", "model", sync=False, result_path="$.deployment.model"
-        )
+        model = self._sagemaker_job("CreateModel", "createModel", "model", sync=False, result_path="$.deployment.model")
         config = self._sagemaker_job(
             "CreateEndpointConfig",
             "createEndpointConfig",
