@@ -9,8 +9,8 @@ nothing but its peers. Needs root and iproute2 (``ip``).
 
 from __future__ import annotations
 
-import hashlib
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -19,6 +19,7 @@ from pathlib import Path
 
 NETNS_ETC = Path("/etc/netns")
 SUBNET = "10.213.0"
+NAME = re.compile(r"sm(\d+)-\w+")  # sm<pid of the job's process>-<host number or "sw">
 
 
 def available() -> bool:
@@ -29,12 +30,34 @@ def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def remove_stale() -> None:
+    """Deletes the namespaces of jobs whose process is gone (killed before it could clean up)."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
+    for space in (line.split()[0] for line in listed.splitlines() if line.strip()):
+        if (match := NAME.fullmatch(space)) and not _alive(int(match.group(1))):
+            _delete(space)
+
+
+def _delete(space: str) -> None:
+    subprocess.run(["ip", "netns", "del", space], check=False, capture_output=True)  # and its interfaces
+    shutil.rmtree(NETNS_ETC / space, ignore_errors=True)
+
+
 @contextmanager
-def host_networks(job_name: str, hosts: list[str]) -> Iterator[dict[str, list[str]]]:
-    """Creates the job's network; yields each host's command prefix (``ip netns exec <namespace>``)."""
-    tag = hashlib.sha256(f"{job_name}-{os.getpid()}".encode()).hexdigest()[:6]
-    switch = f"sm-{tag}-sw"
-    spaces = {host: f"sm-{tag}-{i + 1}" for i, host in enumerate(hosts)}
+def host_networks(hosts: list[str]) -> Iterator[dict[str, list[str]]]:
+    """Creates the network of this process's job; yields each host's command prefix (``ip netns exec NS``)."""
+    remove_stale()
+    tag = str(os.getpid())
+    switch = f"sm{tag}-sw"
+    spaces = {host: f"sm{tag}-{i + 1}" for i, host in enumerate(hosts)}
     created: list[str] = []
     try:
         _ip("netns", "add", switch)
@@ -45,7 +68,7 @@ def host_networks(job_name: str, hosts: list[str]) -> Iterator[dict[str, list[st
         for i, space in enumerate(spaces.values()):
             _ip("netns", "add", space)
             created.append(space)
-            inside, outside = f"h{tag}{i + 1}", f"s{tag}{i + 1}"  # interface names: 15 characters at most
+            inside, outside = f"h{tag}-{i + 1}", f"s{tag}-{i + 1}"  # interface names: 15 characters at most
             _ip("link", "add", inside, "type", "veth", "peer", "name", outside)
             _ip("link", "set", inside, "netns", space)
             _ip("link", "set", outside, "netns", switch)
@@ -56,7 +79,6 @@ def host_networks(job_name: str, hosts: list[str]) -> Iterator[dict[str, list[st
             (NETNS_ETC / space).mkdir(parents=True, exist_ok=True)
             (NETNS_ETC / space / "hosts").write_text(f"127.0.0.1 localhost\n{names}")
         yield {host: ["ip", "netns", "exec", space] for host, space in spaces.items()}
-    finally:  # deleting a namespace deletes its interfaces
+    finally:
         for space in created:
-            subprocess.run(["ip", "netns", "del", space], check=False, capture_output=True)
-            shutil.rmtree(NETNS_ETC / space, ignore_errors=True)
+            _delete(space)

@@ -132,7 +132,7 @@ def run_training_job(request: dict[str, Any], store: FolderStore, jobs_dir: Path
         checkpoint_store.mkdir(parents=True, exist_ok=True)
     threads = max(1, (os.cpu_count() or 1) // count)
     with contextlib.ExitStack() as stack:
-        prefixes = stack.enter_context(network.host_networks(name, host_names)) if network.available() else {}
+        prefixes = stack.enter_context(network.host_networks(host_names)) if network.available() else {}
         hosts = []
         for host_name in host_names:
             host_dir = job_dir / host_name
