@@ -1,4 +1,4 @@
-"""The synthesized state machine: valid ASL, requests wired field by field, IAM for the .sync integrations."""
+"""The synthesized state machine: valid ASL, each request passed whole, IAM for the .sync integrations."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from local.definition import resolve_definition
 from tests.synth import ROOT, synth_template
 
 SAGEMAKER_STATES = {
-    "TrainTokenizer": ("createProcessingJob.sync", "tokenizer", requests.PROCESSING_FIELDS),
-    "WriteShards": ("createProcessingJob.sync", "shards", requests.PROCESSING_FIELDS),
-    "Train": ("createTrainingJob.sync", "training", requests.TRAINING_FIELDS),
-    "CreateModel": ("createModel", "model", requests.MODEL_FIELDS),
-    "CreateEndpointConfig": ("createEndpointConfig", "endpoint_config", requests.ENDPOINT_CONFIG_FIELDS),
-    "CreateEndpoint": ("createEndpoint", "endpoint", requests.ENDPOINT_FIELDS),
+    "TrainTokenizer": ("createProcessingJob.sync", "tokenizer"),
+    "WriteShards": ("createProcessingJob.sync", "shards"),
+    "Train": ("createTrainingJob.sync", "training"),
+    "CreateModel": ("createModel", "model"),
+    "CreateEndpointConfig": ("createEndpointConfig", "endpoint_config"),
+    "CreateEndpoint": ("createEndpoint", "endpoint"),
 }
 
 
@@ -53,7 +53,7 @@ def test_asl_validator_rejects_a_broken_definition(definition: dict, tmp_path: P
 
 @pytest.mark.parametrize("state", SAGEMAKER_STATES)
 def test_sagemaker_states_pass_the_request_the_builder_returns(definition: dict, state: str):
-    action, request, _ = SAGEMAKER_STATES[state]
+    action, request = SAGEMAKER_STATES[state]
     task = definition["States"][state]
     assert task["Resource"] == f"arn:aws:states:::sagemaker:{action}"
     assert task["InputPath"] == f"$.plan.requests.{request}" and "Parameters" not in task
