@@ -13,6 +13,7 @@ import json
 
 import pytest
 
+from infra.workflow import requests
 from infra.workflow.conftest import make_settings
 from infra.workflow.object_store import FolderStore
 from infra.workflow.plan import plan_execution
@@ -84,6 +85,23 @@ def test_every_request_of_every_plan_is_valid(all_plans: dict[str, dict]):
     assert len(all_plans) == 2 * len(INPUTS) * len(EXECUTION_NAMES)
     problems = {key: found for key, plan in all_plans.items() if (found := findings(plan))}
     assert problems == {}
+
+
+FIELDS = {
+    "tokenizer": requests.PROCESSING_FIELDS,
+    "shards": requests.PROCESSING_FIELDS,
+    "training": requests.TRAINING_FIELDS,
+    "model": requests.MODEL_FIELDS,
+    "endpoint_config": requests.ENDPOINT_CONFIG_FIELDS,
+    "endpoint": requests.ENDPOINT_FIELDS,
+}
+
+
+def test_each_builder_returns_only_its_fields_and_they_are_the_operations_members(all_plans: dict[str, dict]):
+    for kind, fields in FIELDS.items():
+        assert set(fields) <= set(operation("sagemaker", REQUEST_OPERATIONS[kind]).input_shape.members), kind
+        for plan in all_plans.values():
+            assert set(plan["requests"][kind]) <= set(fields), kind
 
 
 def test_the_matrix_reaches_each_case(all_plans: dict[str, dict]):

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from aws_cdk.assertions import Template
 
-from infra.workflow import requests
 from local.definition import resolve_definition
 from tests.synth import ROOT, synth_template
 
