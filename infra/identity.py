@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import re
+from collections.abc import Iterable
 
 from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
@@ -12,10 +12,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from infra.images import DLC_ACCOUNT
+from infra.images import repository_arn
 from infra.nag import acknowledge_wildcards, bucket_ref
-
-DLC_REPOSITORIES = ("tensorflow-training", "tensorflow-inference")
 
 
 class SageMakerExecutionRole(Construct):
@@ -23,14 +21,14 @@ class SageMakerExecutionRole(Construct):
 
     Grants: read of the raw bucket and the stage's source buckets; read/write of the datasets, checkpoints
     and models buckets; the data key for those; NFS mount of the file system; the job network interfaces in
-    this VPC; pulls from the Deep Learning Containers repositories; the SageMaker log groups and metric
-    namespaces.
+    this VPC; pulls from the repositories of the jobs' images; the SageMaker log groups and metric namespaces.
 
     Args:
         read_buckets, write_buckets: buckets the jobs read, and read and write.
         key: the data KMS key.
         file_system: the dataset file system.
         vpc: the VPC where jobs create their network interfaces.
+        images: the jobs' image URIs (their ECR repositories may be pulled from).
     """
 
     def __init__(
@@ -43,6 +41,7 @@ class SageMakerExecutionRole(Construct):
         key: kms.IKey,
         file_system: efs.IFileSystem,
         vpc: ec2.IVpc,
+        images: Iterable[str],
     ) -> None:
         super().__init__(scope, id)
         stack = Stack.of(self)
@@ -124,7 +123,7 @@ class SageMakerExecutionRole(Construct):
         add(
             iam.PolicyStatement(
                 actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
-                resources=[f"arn:aws:ecr:{stack.region}:{DLC_ACCOUNT}:repository/{r}" for r in DLC_REPOSITORIES],
+                resources=sorted({repository_arn(uri) for uri in images}),
             )
         )
         add(
@@ -152,13 +151,10 @@ class SageMakerExecutionRole(Construct):
 
     def allow_image(self, image_uri: str) -> None:
         """Pulls from the repository of the stage's custom training image (``training.image_uri``)."""
-        registry, _, path = image_uri.partition("/")
-        account, region = registry.split(".")[0], registry.split(".")[3]
-        repository = re.split(r"[:@]", path)[0]
         self.policy.add_statements(
             iam.PolicyStatement(
                 actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
-                resources=[f"arn:aws:ecr:{region}:{account}:repository/{repository}"],
+                resources=[repository_arn(image_uri)],
             )
         )
 

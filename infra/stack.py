@@ -26,7 +26,7 @@ from infra.observability.alarms import WorkflowAlarms
 from infra.observability.dashboard import TrainingDashboard
 from infra.observability.health_alarms import HealthAlarms
 from infra.observability.job_events import JobFailureNotifications
-from infra.observability.rule_images import rule_evaluator_image
+from infra.sdk_tables import sdk_settings
 from infra.source_bundle import TrainingPackage
 from infra.workflow.datasync import DatasetSync
 from infra.workflow.plan_function import PlanFunction
@@ -65,6 +65,7 @@ class PretrainingStack(cdk.Stack):
             key=self.key,
             config=storage,
         )
+        self.sdk = sdk_settings(config.region)
         self.package = TrainingPackage(self, "TrainingPackage", isolated=config.network.isolated)
         # Buckets of corpora and tokenizers besides the raw bucket (the stage's source_buckets): read only.
         self.source_buckets = [
@@ -78,6 +79,7 @@ class PretrainingStack(cdk.Stack):
             key=self.key,
             file_system=self.file_system.file_system,
             vpc=self.network.vpc,
+            images=self.sdk["images"].values(),
         )
         self.package.grant_read(self.execution_role.role)
         if config.training.image_uri:
@@ -106,7 +108,7 @@ class PretrainingStack(cdk.Stack):
             subnet_ids=network.vpc.select_subnets(**network.job_subnets._values).subnet_ids,
             security_group_ids=[network.jobs_security_group.security_group_id],
             source_dir_uri=self.package.s3_uri,
-            rule_evaluator_image=rule_evaluator_image(config.region),
+            **self.sdk,
             stage=json.loads(json.dumps(dataclasses.asdict(config))),  # JSON values only: jsii takes no tuple
         )
         plan = PlanFunction(
@@ -138,6 +140,7 @@ class PretrainingStack(cdk.Stack):
             job_prefix=job_prefix,
             execution_role_arn=self.execution_role.role.role_arn,
             datasync_task=sync.task,
+            key=self.key,
             topic=self.notifications.topic,
             log_level=config.observability.state_machine_log_level,
             include_execution_data=config.observability.log_execution_data,

@@ -53,7 +53,14 @@ def read_input(path: Path | None, sample_uri: str) -> dict:
     return deep_merge({"corpus": {"s3_uri": sample_uri}}, data)
 
 
-def run(stage: str, input_path: Path | None, execution_name: str, runs: Path, corpus_mb: int = 24) -> int:
+def run(
+    stage: str,
+    input_path: Path | None,
+    execution_name: str,
+    runs: Path,
+    corpus_mb: int = 24,
+    only_required_members: bool = False,
+) -> int:
     cdk_out = runs / "cdk.out"
     name = synthesize(stage, cdk_out)
     stack = LocalStack.load(cdk_out, name)
@@ -66,7 +73,9 @@ def run(stage: str, input_path: Path | None, execution_name: str, runs: Path, co
 
     execution_dir = runs / "executions" / execution_name
     execution_dir.mkdir(parents=True, exist_ok=True)
-    context = RunContext(str(cdk_out), name, str(runs / "s3"), str(runs / "efs"), str(execution_dir))
+    context = RunContext(
+        str(cdk_out), name, str(runs / "s3"), str(runs / "efs"), str(execution_dir), only_required_members
+    )
     (execution_dir / "context.json").write_text(json.dumps(dataclasses.asdict(context), indent=2))
     (execution_dir / "definition.json").write_text(json.dumps(stack.definition(), indent=2))
     (execution_dir / "input.json").write_text(json.dumps(read_input(input_path, sample_uri), indent=2))
@@ -92,8 +101,15 @@ def main() -> int:
     parser.add_argument("--execution-name", default=time.strftime("local-%Y%m%d-%H%M%S"))
     parser.add_argument("--runs", type=Path, default=ROOT / "runs", help="where the local S3, EFS and jobs live")
     parser.add_argument("--corpus-mb", type=int, default=24, help="size of the sample corpus written on first use")
+    parser.add_argument(
+        "--only-required-members",
+        action="store_true",
+        help="answer every service call without the response members its API model marks optional",
+    )
     args = parser.parse_args()
-    return run(args.stage, args.input, args.execution_name, args.runs.resolve(), args.corpus_mb)
+    return run(
+        args.stage, args.input, args.execution_name, args.runs.resolve(), args.corpus_mb, args.only_required_members
+    )
 
 
 if __name__ == "__main__":

@@ -90,7 +90,7 @@ def summarize(result: dict[str, Any], store: FolderStore, execution_dir: Path, s
             f"  Validation     loss {float(valid[-1][2]):.3f}, perplexity {valid[-1][3]} at step {valid[-1][1]}"
         )
     report += [
-        f"  Model archive  {store.path(output['training']['ModelArtifacts'])}",
+        f"  Model archive  {store.path(output['training']['Job']['ModelArtifacts']['S3ModelArtifacts'])}",
         f"  Tokenizer      {store.path(plan['dataset_uri'] + 'tokenizer.json')}",
         f"  Checkpoints    {store.path(plan['checkpoint_uri'])}",
     ]

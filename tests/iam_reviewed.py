@@ -44,6 +44,7 @@ PERMISSIONS: dict[str, dict[str, list[str]]] = {
         "self": [
             "s3:GetBucketLocation",
             "s3:ListBucket",
+            "s3:ListBucket if s3:prefix",
             "s3:GetObject",
             "s3:PutObject",
             "s3:DeleteObject",
@@ -104,6 +105,7 @@ PERMISSIONS: dict[str, dict[str, list[str]]] = {
             "sagemaker:CreateEndpointConfig",
             "sagemaker:CreateEndpoint",
             "sagemaker:DescribeEndpoint",
+            "kms:CreateGrant if kms:GrantIsForAWSResource, kms:ViaService",
             "iam:PassRole if iam:PassedToService",
             "events:PutTargets",
             "events:PutRule",

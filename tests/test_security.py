@@ -232,7 +232,7 @@ def test_conditions_name_this_account_this_vpc_and_the_expected_services(stage: 
             for key, vals in by_key.items():
                 values.setdefault(key, set()).update(vals)
     assert values["iam:PassedToService"] == {"sagemaker.amazonaws.com"}
-    assert values["kms:ViaService"] == {f"s3.{region}.amazonaws.com", f"sns.{region}.amazonaws.com"}
+    assert values["kms:ViaService"] == {f"{s}.{region}.amazonaws.com" for s in ("s3", "sns", "sagemaker")}
     assert values["kms:GrantIsForAWSResource"] == {"true"}
     assert values["ec2:Vpc"] == {f"arn:aws:ec2:{region}:{account}:vpc/${{Network/Vpc}}"}
     assert values["aws:SourceAccount"] == {account}

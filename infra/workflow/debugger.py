@@ -42,13 +42,14 @@ def profiler_config(output_uri: str, interval_ms: int) -> dict[str, Any]:
     return {"S3OutputPath": output_uri, "ProfilingIntervalInMilliseconds": interval_ms}
 
 
-def profiler_rule_configurations(rule_image: str) -> list[dict[str, Any]]:
-    """``ProfilerRuleConfigurations``: every rule in :data:`PROFILER_RULES`, each evaluated by ``rule_image``.
+def profiler_rule_configurations(rule_image: str, parameters: dict[str, dict[str, str]]) -> list[dict[str, Any]]:
+    """``ProfilerRuleConfigurations``: every rule in :data:`PROFILER_RULES`, each evaluated by ``rule_image``
+    with its ``parameters`` (the SDK's, by rule name).
 
     The configuration name is the rule's name, so a rule's output lands in
     ``<job output>/rule-output/<rule>/`` (see :func:`profiler_report_uri`).
     """
-    return [_rule(name, rule_image) for name in PROFILER_RULES]
+    return [_rule(name, rule_image, parameters[name]) for name in PROFILER_RULES]
 
 
 def image_has_smdebug_hook(tensorflow_version: str) -> bool:
@@ -71,28 +72,23 @@ def tensor_rule_fields(tensorflow_version: str, output_uri: str, rule_image: str
     }
 
 
-def tensor_rule_field_names(tensorflow_version: str) -> tuple[str, ...]:
-    """The request fields :func:`tensor_rule_fields` returns for this image version."""
-    return ("DebugHookConfig", "DebugRuleConfigurations") if image_has_smdebug_hook(tensorflow_version) else ()
-
-
-def debugger_fields(enabled: bool, tensorflow_version: str, output_uri: str, interval_ms: int, rule_image: str) -> dict:
-    """The training request's Debugger fields: profiling, profiler rules and (with smdebug) tensor rules; none
-    when ``enabled`` is false (``observability.debugger``)."""
+def debugger_fields(
+    enabled: bool,
+    tensorflow_version: str,
+    output_uri: str,
+    interval_ms: int,
+    rule_image: str,
+    rule_parameters: dict[str, dict[str, str]],
+) -> dict:
+    """The training request's Debugger fields: profiling, profiler rules (``rule_parameters``: the SDK's, by rule
+    name) and (with smdebug) tensor rules; none when ``enabled`` is false (``observability.debugger``)."""
     if not enabled:
         return {}
     return {
         "ProfilerConfig": profiler_config(output_uri, interval_ms),
-        "ProfilerRuleConfigurations": profiler_rule_configurations(rule_image),
+        "ProfilerRuleConfigurations": profiler_rule_configurations(rule_image, rule_parameters),
         **tensor_rule_fields(tensorflow_version, output_uri, rule_image),
     }
-
-
-def debugger_field_names(enabled: bool, tensorflow_version: str) -> tuple[str, ...]:
-    """The request fields :func:`debugger_fields` returns."""
-    if not enabled:
-        return ()
-    return ("ProfilerConfig", "ProfilerRuleConfigurations", *tensor_rule_field_names(tensorflow_version))
 
 
 def profiler_report_uri(job_output_uri: str, job_name: str) -> str:
@@ -105,5 +101,9 @@ def profiler_report_uri(job_output_uri: str, job_name: str) -> str:
     return f"{job_output_uri}{job_name}/rule-output/{REPORT_RULE}/profiler-output/profiler-report.html"
 
 
-def _rule(name: str, image: str) -> dict[str, Any]:
-    return {"RuleConfigurationName": name, "RuleEvaluatorImage": image, "RuleParameters": {"rule_to_invoke": name}}
+def _rule(name: str, image: str, parameters: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "RuleConfigurationName": name,
+        "RuleEvaluatorImage": image,
+        "RuleParameters": parameters or {"rule_to_invoke": name},
+    }

@@ -1,8 +1,8 @@
 """Request builders: an execution's validated input in, the SageMaker API request dictionaries out.
 
 Plain functions, so tests call them directly and the Plan function calls the very same code. The
-state machine passes each request's top-level fields (``*_FIELDS`` below) to the SageMaker
-integration; every builder returns exactly those fields.
+state machine passes each request whole to the SageMaker integration; every builder returns the
+top-level fields of its ``*_FIELDS`` below (an optional one only where it applies).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from infra.config import SAGEMAKER_MAX_RUN_HOURS
-from infra.images import TENSORFLOW_VERSION, inference_image, training_image
+from infra.images import TENSORFLOW_VERSION, image_key
 from infra.instances import INSTANCE_TYPES
 from infra.workflow import debugger
 from infra.workflow.execution_input import WorkflowInput
@@ -48,12 +48,12 @@ TRAINING_FIELDS = (
     "TensorBoardOutputConfig",
     "Environment",
     "Tags",
+    # Only with observability.debugger (debugger.py); the last two only for an image with smdebug.
+    "ProfilerConfig",
+    "ProfilerRuleConfigurations",
+    "DebugHookConfig",
+    "DebugRuleConfigurations",
 )
-
-
-def training_fields(debugger_on: bool) -> tuple[str, ...]:
-    """The training request's fields: :data:`TRAINING_FIELDS`, plus Debugger's with ``observability.debugger``."""
-    return TRAINING_FIELDS + debugger.debugger_field_names(debugger_on, TENSORFLOW_VERSION)
 
 
 MODEL_FIELDS = ("ModelName", "ExecutionRoleArn", "PrimaryContainer", "VpcConfig", "Tags")
@@ -105,6 +105,16 @@ def corpus_uri(settings: StackSettings, inp: WorkflowInput) -> str:
     return inp.corpus.s3_uri or f"s3://{settings.raw_bucket}/"
 
 
+def _image(settings: StackSettings, scope: str, instance_type: str) -> str:
+    return settings.images[image_key(scope, gpu=INSTANCE_TYPES[instance_type].is_gpu)]
+
+
+def _volume_key(settings: StackSettings, instance_type: str, field: str = "VolumeKmsKeyId") -> dict[str, str]:
+    """The data key for the instances' storage volumes, where SageMaker accepts one: types with local NVMe
+    storage refuse it (their instance storage is encrypted by the instance's hardware)."""
+    return {} if instance_type in settings.without_volume_kms else {field: settings.kms_key_arn}
+
+
 def _tags(settings: StackSettings) -> list[dict[str, str]]:
     return [{"Key": "project", "Value": "gpt-pretraining"}, {"Key": "stage", "Value": settings.stage["name"]}]
 
@@ -136,7 +146,7 @@ def _processing_job(
         "ProcessingJobName": name,
         "RoleArn": settings.role_arn,
         "AppSpecification": {
-            "ImageUri": training_image(settings.region, gpu=False),
+            "ImageUri": _image(settings, "training", pre.instance_type),
             "ContainerEntrypoint": PROCESSING_ENTRYPOINT,
             "ContainerArguments": arguments,
         },
@@ -159,7 +169,7 @@ def _processing_job(
                 "InstanceCount": instance_count,
                 "InstanceType": pre.instance_type,
                 "VolumeSizeInGB": pre.volume_size_gb,
-                "VolumeKmsKeyId": settings.kms_key_arn,
+                **_volume_key(settings, pre.instance_type),
             }
         },
         "StoppingCondition": {"MaxRuntimeInSeconds": PREPROCESS_HOURS * 3600},
@@ -300,7 +310,6 @@ def training_job_request(settings: StackSettings, inp: WorkflowInput, name: str,
     """The distributed training job: script mode on the TF 2.21 image, data on EFS (or S3), spot, checkpoints,
     TensorBoard output; Debugger's system profiling and profiler rules with ``observability.debugger``."""
     train = inp.training
-    instance = INSTANCE_TYPES[train.instance_type]
     max_run = train.max_run_hours * 3600
     output_uri = training_output_uri(settings)
     observability = settings.stage_config.observability
@@ -308,7 +317,7 @@ def training_job_request(settings: StackSettings, inp: WorkflowInput, name: str,
         "TrainingJobName": name,
         "RoleArn": settings.role_arn,
         "AlgorithmSpecification": {
-            "TrainingImage": train.image_uri or training_image(settings.region, gpu=instance.is_gpu),
+            "TrainingImage": train.image_uri or _image(settings, "training", train.instance_type),
             "TrainingInputMode": "File",
             "MetricDefinitions": METRIC_DEFINITIONS,
             "EnableSageMakerMetricsTimeSeries": True,
@@ -320,7 +329,7 @@ def training_job_request(settings: StackSettings, inp: WorkflowInput, name: str,
             "InstanceType": train.instance_type,
             "InstanceCount": train.instance_count,
             "VolumeSizeInGB": train.volume_size_gb,
-            "VolumeKmsKeyId": settings.kms_key_arn,
+            **_volume_key(settings, train.instance_type),
         },
         "VpcConfig": {"SecurityGroupIds": settings.security_group_ids, "Subnets": settings.subnet_ids},
         # Spot waits up to as long again for capacity; SageMaker requires MaxWait >= MaxRuntime.
@@ -338,6 +347,7 @@ def training_job_request(settings: StackSettings, inp: WorkflowInput, name: str,
             output_uri,
             observability.profiling_interval_ms,
             settings.rule_evaluator_image,
+            settings.profiler_rule_parameters,
         ),
         "TensorBoardOutputConfig": {"S3OutputPath": tensorboard_uri(settings, name), "LocalPath": TENSORBOARD_DIR},
         "Environment": {"PYTHONUNBUFFERED": "1"},
@@ -361,12 +371,11 @@ def training_report_uri(settings: StackSettings, training_job_name: str) -> str:
 
 
 def model_request(settings: StackSettings, inp: WorkflowInput, name: str, training_job_name: str) -> dict:
-    gpu = INSTANCE_TYPES[inp.deploy.instance_type].is_gpu
     return {
         "ModelName": name,
         "ExecutionRoleArn": settings.role_arn,
         "PrimaryContainer": {
-            "Image": inference_image(settings.region, gpu=gpu),
+            "Image": _image(settings, "inference", inp.deploy.instance_type),
             "ModelDataUrl": model_artifact_uri(settings, training_job_name),
         },
         "VpcConfig": {"SecurityGroupIds": settings.security_group_ids, "Subnets": settings.subnet_ids},
@@ -384,7 +393,7 @@ def endpoint_config_request(settings: StackSettings, inp: WorkflowInput, name: s
     return {
         "EndpointConfigName": name,
         "ProductionVariants": [variant],
-        "KmsKeyId": settings.kms_key_arn,
+        **_volume_key(settings, inp.deploy.instance_type, "KmsKeyId"),
         "Tags": _tags(settings),
     }
 
