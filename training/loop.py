@@ -25,6 +25,7 @@ from job import JobError, accumulation_steps, check_inputs, cluster
 from metrics import device_peak_tflops, emit, model_flops_utilisation, train_line, valid_line
 from pipeline_trainer import PipelineTrainer, build_pipeline_replicas
 from schedule import WarmupCosine, scaled_peak_lr
+from stop_signal import StopSignal
 from trainer import PRECISIONS, Trainer, make_optimizer
 
 
@@ -126,6 +127,7 @@ class TrainingRun:
             async_save=args.async_checkpoint,
         )
         self.start_step = self.checkpointer.restore_latest()
+        self.stopped_at: int | None = None  # the step a SIGTERM stopped training at
         self.flops_per_token = flops_per_token(self.preset, n_params=self.model.count_params(), sequence_length=T)
         self.peak_tflops = args.peak_tflops or device_peak_tflops()
 
@@ -256,6 +258,7 @@ class TrainingRun:
         validation = self.validation_dataset() if self.inputs.validation else None
         last_saved = self.start_step
         timer, steps_timed = time.perf_counter(), 0
+        stop = StopSignal(self.engine)
         try:
             for step in range(self.start_step + 1, a.max_steps + 1):
                 result = trainer.train_step(next(batches))
@@ -285,12 +288,24 @@ class TrainingRun:
                 if (a.checkpoint_every and step % a.checkpoint_every == 0) or step == a.max_steps:
                     self.checkpointer.save()
                     last_saved = step
+                if stop.agreed():  # SIGTERM on any worker: all checkpoint this step and leave
+                    if last_saved != step:
+                        self.checkpointer.save()
+                    self.stopped_at = step
+                    break
                 timer += time.perf_counter() - pause
         finally:
             self.checkpointer.wait()  # a save in flight holds good weights: let it finish
+            stop.restore()
+        if self.stopped_at is not None:
+            self.log(f"[stopped] step={self.stopped_at} checkpointed {stop.seconds_since():.2f} s after SIGTERM")
         # Every worker prints its weights' digest: equal digests mean the workers stayed in sync.
         step, digest = int(trainer.step.read_value()), weights_digest(self.model)
         print(f"[final] worker={self.engine.worker} step={step} weights={digest}", flush=True)
+
+    def leave_together(self) -> None:
+        """Every worker waits here for the others (the chief exports first), so none sees another vanish."""
+        self.engine.any_worker(False)
 
     def finish(self) -> None:
         """Chief: export the SavedModel and tokenizer, then print a generated sample."""

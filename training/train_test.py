@@ -176,6 +176,33 @@ def test_killed_run_resumes_with_the_uninterrupted_loss_sequence(sagemaker_run, 
     assert digests(output) == digests(expected)  # bit-identical final weights
 
 
+def test_sigterm_checkpoints_the_step_in_flight_and_the_resume_starts_there(
+    sagemaker_run, bundle, dataset_dir, tmp_path
+):
+    _, expected = sagemaker_run
+    env = sagemaker_env(dataset_dir, tmp_path)
+    args = [*SAGEMAKER_ARGS, "--checkpoint_every", "4"]  # checkpoints at 4 and 8; the stop comes between them
+    stopped = run_script(bundle, args, env)
+    seen = ""
+    for line in stopped.stdout:
+        seen += line
+        if line.startswith("[train] step=5 "):
+            stopped.send_signal(signal.SIGTERM)
+    stopped.wait(timeout=60)
+    assert stopped.returncode == 143, seen  # 128 + SIGTERM, after the checkpoint
+    stop_step = int(re.search(r"^\[stopped\] step=(\d+) checkpointed \S+ s after SIGTERM$", seen, re.M)[1])
+    assert 4 < stop_step < 8 and f"[train] step={stop_step + 1} " not in seen, seen
+    assert not (tmp_path / "model" / "1").exists() and not (tmp_path / "output" / "failure").exists()
+
+    resumed = run_script(bundle, args, env)
+    output, _ = resumed.communicate(timeout=180)
+    assert resumed.returncode == 0, output
+    assert f"start_step={stop_step} " in output
+    assert sorted(losses(output)) == list(range(stop_step + 1, 9))
+    assert all(losses(output)[s] == losses(expected)[s] for s in losses(output)), (output, expected)
+    assert digests(output) == digests(expected)
+
+
 def free_ports(n: int) -> list[int]:
     sockets = [socket.socket() for _ in range(n)]
     for s in sockets:
