@@ -5,6 +5,8 @@
         ckpt-<step>.index / .data-*  model weights, AdamW moments and iterations, step, fp16 loss scale,
                                      the dropout SeedGenerator states, the data position
         run_config.json              model shape and data settings, checked when a run resumes
+        ckpt-<step>_temp/            a write in progress (TF renames it when complete); the chief deletes
+                                     leftovers of killed writes when it starts
 
 The data position is the number of batches each worker has taken from its shard stream; a resumed
 run skips that many (``data.token_dataset(skip_batches=...)``) and sees the order an uninterrupted
@@ -15,6 +17,8 @@ allows: variables are copied in the step and written in the background; ``wait``
 from __future__ import annotations
 
 import json
+import re
+import shutil
 from pathlib import Path
 
 import tensorflow as tf
@@ -74,7 +78,15 @@ class Checkpointer:
             dropout_seed_states=[_tf_variable(v) for v in model.seed_state_variables()],
         )
         self.manager = tf.train.CheckpointManager(self.checkpoint, str(self.directory), max_to_keep=keep)
+        if is_chief:
+            self.remove_partial_writes()
         self.options = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=async_save)
+
+    def remove_partial_writes(self) -> None:
+        """Deletes the ``ckpt-<step>_temp`` folders of writes that were killed (SageMaker would upload them)."""
+        for path in self.directory.glob("ckpt-*_temp") if self.directory.is_dir() else ():
+            if re.fullmatch(r"ckpt-\d+_temp", path.name) and path.is_dir():
+                shutil.rmtree(path)
 
     @property
     def config_path(self) -> Path:

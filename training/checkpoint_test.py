@@ -54,6 +54,20 @@ def test_keeps_the_newest_and_only_the_chief_writes(tmp_path):
     assert not (tmp_path / "other").exists()
 
 
+def test_the_chief_removes_what_a_killed_write_left(tmp_path):
+    _, _, checkpointer = build(tmp_path)
+    checkpointer.save()
+    checkpointer.wait()
+    for folder in ("ckpt-3_temp", "other"):  # TF writes ckpt-N into ckpt-N_temp/ first, then renames it
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"half a write")
+    build(tmp_path, is_chief=False)
+    assert (tmp_path / "ckpt-3_temp").is_dir()  # only the chief writes, so only the chief cleans
+    assert build(tmp_path)[2].restore_latest() == 0
+    assert not (tmp_path / "ckpt-3_temp").exists() and (tmp_path / "other").is_dir()
+    assert (tmp_path / "ckpt-0.index").is_file()
+
+
 def test_a_differently_shaped_model_is_refused(tmp_path):
     _, _, checkpointer = build(tmp_path)
     checkpointer.save()
