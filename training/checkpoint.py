@@ -8,10 +8,11 @@
         ckpt-<step>_temp/            a write in progress (TF renames it when complete); the chief deletes
                                      leftovers of killed writes when it starts
 
-The data position is the number of batches each worker has taken from its shard stream; a resumed
-run skips that many (``data.token_dataset(skip_batches=...)``) and sees the order an uninterrupted
-run would have. Only the chief writes; every worker restores. Saves are asynchronous where TF
-allows: variables are copied in the step and written in the background; ``wait`` blocks until done.
+The data position is global: the index of the next sequence of the stream (``sequence_order.py``), the
+same number whatever the number of workers; a resumed run starts its stream there
+(``data.token_dataset(start_sequence=...)``), on any cluster. Only the chief writes; every worker
+restores. Saves are asynchronous where TF allows: variables are copied in the step and written in the
+background; ``wait`` blocks until done.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class Checkpointer:
         is_chief: only the chief writes.
         run_config: JSON-able description of the run; its "model" part must match when resuming.
         async_save: write in the background.
+        sequences_per_step: the global batch in sequences (what one step moves the data position by).
 
     Example:
         >>> checkpointer = Checkpointer("/opt/ml/checkpoints", model, trainer, keep=3, is_chief=True, run_config={})
@@ -61,9 +63,12 @@ class Checkpointer:
         is_chief: bool,
         run_config: dict,
         async_save: bool = True,
+        sequences_per_step: int = 1,
     ):
         self.directory, self.is_chief, self.run_config = Path(directory), is_chief, run_config
-        self.data_position = trainer.step  # one batch a step on every worker
+        self.step, self.sequences_per_step = trainer.step, sequences_per_step
+        self.data_sequences = tf.Variable(0, dtype=tf.int64, trainable=False)  # as of the checkpoint's step
+        self.start_step = self.start_sequence = 0  # where this run started (restored)
         # Plain tf.Variables, in construction order: Keras 3 objects break asynchronous saving (they
         # create variables inside TF's copy function on the second save) and their names change when a
         # process builds a second model.
@@ -76,6 +81,7 @@ class Checkpointer:
             # Part of model_weights already, named here to make the point: Keras' own checkpoints leave out
             # the SeedGenerator states, and without them dropout diverges after a resume.
             dropout_seed_states=[_tf_variable(v) for v in model.seed_state_variables()],
+            data_sequences=self.data_sequences,
         )
         self.manager = tf.train.CheckpointManager(self.checkpoint, str(self.directory), max_to_keep=keep)
         if is_chief:
@@ -112,7 +118,8 @@ class Checkpointer:
                     flush=True,
                 )
         self.checkpoint.restore(latest).assert_existing_objects_matched()
-        return int(self.data_position.read_value())
+        self.start_step, self.start_sequence = int(self.step.read_value()), int(self.data_sequences.read_value())
+        return self.start_step
 
     def save(self) -> str | None:
         """Writes a checkpoint named after the step (chief only); returns its path prefix."""
@@ -121,7 +128,9 @@ class Checkpointer:
         self.directory.mkdir(parents=True, exist_ok=True)
         if not self.config_path.is_file():
             self.config_path.write_text(json.dumps(self.run_config, indent=2, sort_keys=True))
-        return self.manager.save(checkpoint_number=int(self.data_position.read_value()), options=self.options)
+        step = int(self.step.read_value())
+        self.data_sequences.assign(self.start_sequence + (step - self.start_step) * self.sequences_per_step)
+        return self.manager.save(checkpoint_number=step, options=self.options)
 
     def wait(self) -> None:
         """Blocks until background writes are on disk."""

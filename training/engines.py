@@ -95,15 +95,15 @@ class StrategyEngine:
         if self.workers == 1:
             return flag
         if self._any_flag is None:
-            all_reduce = tf.distribute.get_replica_context
 
             @tf.function
-            def any_flag(value):
-                summed = self.strategy.run(lambda v: all_reduce().all_reduce(tf.distribute.ReduceOp.SUM, v), (value,))
-                return self.local(summed)
+            def any_flag(flags):
+                # tf.identity: MultiWorkerMirroredStrategy cannot all-reduce a distributed input as it is.
+                return self.local(self.run(lambda f: self.sum_over_replicas(tf.identity(f)), (flags,)))
 
             self._any_flag = any_flag
-        return float(self._any_flag(tf.constant(float(flag)))) > 0
+        with self.scope():
+            return float(self._any_flag(tf.fill([self.local_replicas], float(flag)))) > 0
 
 
 class HorovodEngine:

@@ -125,6 +125,7 @@ class TrainingRun:
             is_chief=self.is_chief,
             run_config=self.run_config(),
             async_save=args.async_checkpoint,
+            sequences_per_step=self.global_batch_tokens // T,
         )
         self.start_step = self.checkpointer.restore_latest()
         self.stopped_at: int | None = None  # the step a SIGTERM stopped training at
@@ -210,8 +211,9 @@ class TrainingRun:
         p = self.preset
         model = {"n_layer": p.n_layer, "d_model": p.d_model, "n_head": p.n_head}
         model.update(vocab_size=self.inputs.vocab_size, sequence_length=self.sequence_length)
-        data = {"micro_batch_size": self.args.micro_batch_size, "accumulation_steps": self.accumulation}
-        data.update(workers=self.engine.workers, replicas=self.engine.num_replicas, seed=self.args.seed)
+        # The data order depends on these, not on the number of workers (data.py).
+        data = {"seed": self.args.seed, "shuffle_buffer": self.args.shuffle_buffer}
+        data.update(global_batch_sequences=self.global_batch_tokens // self.sequence_length)
         return {"model": model, "data": data}
 
     def log(self, line: str) -> None:
@@ -227,7 +229,7 @@ class TrainingRun:
             workers=self.engine.workers,
             seed=self.args.seed,
             shuffle_buffer=self.args.shuffle_buffer,
-            skip_batches=self.start_step,
+            start_sequence=self.checkpointer.start_sequence,
         )
 
     def validation_dataset(self) -> tf.data.Dataset:
