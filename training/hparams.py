@@ -71,7 +71,7 @@ def build_parser(env=os.environ) -> argparse.ArgumentParser:
     add("--initial_loss_scale", type=float, default=2.0**15, help="fp16 only: starting dynamic loss scale")
     add("--seed", type=int, default=1234, help="weights, dropout and data order")
     add("--deterministic", type=str2bool, default=False, help="TF op determinism (bit-identical reruns, slower)")
-    add("--shuffle_buffer", type=int, default=1024, help="records in each worker's shuffle buffer")
+    add("--shuffle_buffer", type=int, default=1024, help="records shuffled together in the global data order")
     # Distribution
     add(
         "--engine",
