@@ -117,8 +117,15 @@ class Checkpointer:
                     f"{self.run_config.get('data')}; the data order will differ from an uninterrupted run",
                     flush=True,
                 )
-        self.checkpoint.restore(latest).assert_existing_objects_matched()
-        self.start_step, self.start_sequence = int(self.step.read_value()), int(self.data_sequences.read_value())
+        status = self.checkpoint.restore(latest)
+        if any(name.startswith("data_sequences/") for name, _ in tf.train.list_variables(latest)):
+            status.assert_existing_objects_matched()
+            self.start_step, self.start_sequence = int(self.step.read_value()), int(self.data_sequences.read_value())
+        else:  # written before the data position was global: as many sequences as its steps took
+            status.expect_partial()
+            self.start_step = int(self.step.read_value())
+            self.start_sequence = self.start_step * self.sequences_per_step
+            print(f"[checkpoint] {latest} has no global data position: resuming at sequence {self.start_sequence:,}")
         return self.start_step
 
     def save(self) -> str | None:
