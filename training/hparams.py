@@ -142,7 +142,7 @@ SCHEMA: tuple[Hyperparameter, ...] = (
     H("initial_loss_scale", number(1.0), 2.0**15, "fp16 only: starting dynamic loss scale"),
     H("seed", integer(0, 2**31 - 1), 1234, "weights, dropout and data order"),
     H("deterministic", BOOLEAN, False, "TF op determinism (bit-identical reruns, slower)"),
-    H("shuffle_buffer", integer(1), 1024, "records in each worker's shuffle buffer"),
+    H("shuffle_buffer", integer(1), 1024, "records shuffled together in the global data order (sequence_order.py)"),
     # Distribution
     H(
         "engine",

@@ -28,6 +28,7 @@ from observer import RunObserver
 from pipeline_trainer import PipelineTrainer, build_pipeline_replicas
 from recipe import run_recipe
 from schedule import WarmupCosine
+from stop_signal import StopSignal
 from trainer import PRECISIONS, Trainer, make_optimizer
 
 
@@ -131,8 +132,10 @@ class TrainingRun:
             is_chief=self.is_chief,
             run_config=self.run_config(),
             async_save=args.async_checkpoint,
+            sequences_per_step=self.global_batch_tokens // T,
         )
         self.start_step = self.checkpointer.restore_latest()
+        self.stopped_at: int | None = None  # the step a SIGTERM stopped training at
         self.flops_per_token = flops_per_token(self.shape, n_params=self.model.count_params(), sequence_length=T)
         self.peak_tflops = args.peak_tflops or device_peak_tflops()
 
@@ -204,8 +207,9 @@ class TrainingRun:
         p = self.shape
         model = {"n_layer": p.n_layer, "d_model": p.d_model, "n_head": p.n_head}
         model.update(vocab_size=self.inputs.vocab_size, sequence_length=self.sequence_length)
-        data = {"micro_batch_size": self.args.micro_batch_size, "accumulation_steps": self.accumulation}
-        data.update(workers=self.engine.workers, replicas=self.engine.num_replicas, seed=self.args.seed)
+        # The data order depends on these, not on the number of workers (data.py).
+        data = {"seed": self.args.seed, "shuffle_buffer": self.args.shuffle_buffer}
+        data.update(global_batch_sequences=self.global_batch_tokens // self.sequence_length)
         return {"model": model, "data": data}
 
     def log(self, line: str) -> None:
@@ -221,7 +225,7 @@ class TrainingRun:
             workers=self.engine.workers,
             seed=self.args.seed,
             shuffle_buffer=self.args.shuffle_buffer,
-            skip_batches=self.start_step,
+            start_sequence=self.checkpointer.start_sequence,
         )
 
     def validation_dataset(self) -> tf.data.Dataset:
@@ -254,6 +258,7 @@ class TrainingRun:
         last_saved = self.start_step
         timer, steps_timed = time.perf_counter(), 0
         observer = RunObserver(a, self.engine, self.model.trainable_variables, self.is_chief)
+        stop = StopSignal(self.engine)
         try:
             observer.start()
             for step in range(self.start_step + 1, a.max_steps + 1):
@@ -287,14 +292,26 @@ class TrainingRun:
                 if (a.checkpoint_every and step % a.checkpoint_every == 0) or step == a.max_steps:
                     self.checkpointer.save()
                     last_saved = step
+                if stop.agreed():  # SIGTERM on any worker: all checkpoint this step and leave
+                    if last_saved != step:
+                        self.checkpointer.save()
+                    self.stopped_at = step
+                    break
                 timer += time.perf_counter() - pause
                 observer.pause()
         finally:
             self.checkpointer.wait()  # a save in flight holds good weights: let it finish
             observer.close()  # stops the heartbeat and profiler; the chief writes the report
+            stop.restore()
+        if self.stopped_at is not None:
+            self.log(f"[stopped] step={self.stopped_at} checkpointed {stop.seconds_since():.2f} s after SIGTERM")
         # Every worker prints its weights' digest: equal digests mean the workers stayed in sync.
         step, digest = int(trainer.step.read_value()), weights_digest(self.model)
         print(f"[final] worker={self.engine.worker} step={step} weights={digest}", flush=True)
+
+    def leave_together(self) -> None:
+        """Every worker waits here for the others (the chief exports first), so none sees another vanish."""
+        self.engine.any_worker(False)
 
     def finish(self) -> None:
         """Chief: export the SavedModel and tokenizer, then print a generated sample."""
