@@ -37,6 +37,20 @@ def _two_logical_cpus() -> bool:
 
 TWO_CPUS = _two_logical_cpus()
 
+
+@pytest.fixture(scope="session")
+def mirrored_engine():
+    """One MirroredStrategy over the two logical CPUs for the whole session.
+
+    TensorFlow numbers a strategy's collectives from the same first instance key, so a second strategy in the
+    same process would reuse the first one's keys for tensors of other shapes ("Shape mismatch in the
+    collective instance 100").
+    """
+    import tensorflow as tf
+    from engines import StrategyEngine
+
+    return StrategyEngine(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]), "mirrored")
+
 SEQUENCE_LENGTH = 32
 VOCAB_SIZE = 384
 

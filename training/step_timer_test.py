@@ -32,9 +32,9 @@ def test_shares_add_up_to_one_and_a_single_replica_has_no_sync():
 
 
 @pytest.mark.skipif(not TWO_CPUS, reason="needs two logical CPUs")
-def test_sync_probe_times_an_all_reduce_over_two_replicas_and_is_none_for_one():
+def test_sync_probe_times_an_all_reduce_over_two_replicas_and_is_none_for_one(mirrored_engine):
     variables = [tf.Variable(tf.ones([64, 64])), tf.Variable(tf.ones([64]))]
-    mirrored = StrategyEngine(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]), "mirrored")
+    mirrored = mirrored_engine
     probe = sync_probe(mirrored, variables)
     assert 0 < probe() < 5
     assert sync_probe(StrategyEngine(tf.distribute.get_strategy(), "default"), variables) is None

@@ -61,9 +61,9 @@ def test_accumulation_equals_one_big_batch(dataset_dir):
 
 
 @pytest.mark.skipif(not TWO_CPUS, reason="TensorFlow was initialised before conftest could split the CPU")
-def test_two_mirrored_replicas_match_one_device_on_the_same_global_batch(dataset_dir):
+def test_two_mirrored_replicas_match_one_device_on_the_same_global_batch(dataset_dir, mirrored_engine):
     data = batches(dataset_dir, (2, 1, 2), 2)
-    mirrored = StrategyEngine(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]), "mirrored")
+    mirrored = mirrored_engine
     model_m, two = build(mirrored, micro=2)
     model_s, one = build(default_engine(), micro=4)
     model_s.set_weights(model_m.get_weights())

@@ -164,16 +164,18 @@ def test_debugger_on_adds_exactly_the_debugger_fields_of_before_and_changes_noth
     added = {field: on[field] for field in set(on) - set(off)}
     assert {field: value for field, value in on.items() if field not in added} == off
     assert sorted(added) == ["ProfilerConfig", "ProfilerRuleConfigurations"]  # and no tensor rules: no smdebug in 2.21
-    # The values the request carried before the switch existed (commit af49789), written out.
-    image = settings.rule_evaluator_image
+    # The values the request carried before the switch existed (commit af49789), written out; since then each
+    # rule's parameters are the SageMaker SDK's (rule_to_invoke plus its thresholds, infra/sdk_tables.py).
+    image, parameters = settings.rule_evaluator_image, settings.profiler_rule_parameters
     rules = ("ProfilerReport", "LowGPUUtilization", "GPUMemoryIncrease", "CPUBottleneck", "IOBottleneck")
     assert added == {
         "ProfilerConfig": {"S3OutputPath": "s3://models-bucket/training/", "ProfilingIntervalInMilliseconds": 500},
         "ProfilerRuleConfigurations": [
-            {"RuleConfigurationName": rule, "RuleEvaluatorImage": image, "RuleParameters": {"rule_to_invoke": rule}}
+            {"RuleConfigurationName": rule, "RuleEvaluatorImage": image, "RuleParameters": parameters[rule]}
             for rule in (*rules, "BatchSize", "LoadBalancing")
         ],
     }
+    assert all(parameters[rule]["rule_to_invoke"] == rule for rule in (*rules, "BatchSize", "LoadBalancing"))
 
 
 def test_tensorboard_output_is_uploaded_next_to_the_model_with_the_report(settings):
