@@ -55,6 +55,11 @@ class KerasHubGPT2(keras.Model):
         hidden = self.backbone({"token_ids": token_ids, "padding_mask": tf.ones_like(token_ids)}, training=training)
         return tf.cast(self.backbone.token_embedding(hidden, reverse=True), tf.float32)
 
+    def loss_sum(self, token_ids, targets, training=False):
+        """The trainer's loss as keras-hub computes it: logits, then the sparse cross-entropy (GPT2CausalLM)."""
+        logits = self(token_ids, training=training)
+        return tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(targets, logits))
+
 
 def make_trainer(model: keras.Model, batch: int, context: int) -> Trainer:
     optimizer = make_optimizer(model, 1e-4)
