@@ -60,10 +60,10 @@ class CausalSelfAttention(keras.layers.Layer):
         q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]))
         return q * tf.cast(1 / math.sqrt(head_dim), q.dtype), k, v  # scaling q costs T·d, the scores T²
 
-    def _attend(self, q, k, v, past: tf.Tensor | None = None, written=0, seed: tf.Tensor | None = None) -> tf.Tensor:
+    def _attend(self, q, k, v, past: tuple | None = None, written=0, seed: tf.Tensor | None = None) -> tf.Tensor:
         """Causal attention of T positions ([B, n_head, T, head_dim] each) -> [B, T, d_model].
 
-        With ``past`` ([B, 2, n_head, P, head_dim], cached keys and values of which the first ``written``
+        With ``past`` (cached keys and values, [B, n_head, P, head_dim] each, of which the first ``written``
         are valid), every position also sees those: the scores over the past and over the T new keys are
         taken apart and share one softmax, so the cached keys and values are read, never copied together.
         """
@@ -74,7 +74,7 @@ class CausalSelfAttention(keras.layers.Layer):
             scores = tf.where(causal, scores, tf.cast(scores.dtype.min, scores.dtype))
         scores = tf.cast(scores, tf.float32)  # softmax in float32 under bf16/fp16
         if past is not None:
-            past_k, past_v = tf.unstack(past, axis=1)
+            past_k, past_v = past
             past_scores = tf.cast(tf.matmul(q, past_k, transpose_b=True), tf.float32)
             valid = tf.range(tf.shape(past_k)[2]) < written
             scores = tf.concat([tf.where(valid, past_scores, tf.float32.min), scores], axis=-1)
@@ -92,17 +92,20 @@ class CausalSelfAttention(keras.layers.Layer):
         q, k, v = self._heads(x)
         return self._attend(q, k, v, seed=seed)
 
-    def call_with_cache(self, x: tf.Tensor, past: tf.Tensor, written: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    def call_with_cache(
+        self, x: tf.Tensor, keys: tf.Tensor, values: tf.Tensor, written: tf.Tensor
+    ) -> tuple[tf.Tensor, tf.Tensor]:
         """Attention of T new positions over the cached keys/values of earlier ones (inference, no dropout).
 
         The T new positions are ``written .. written + T - 1``; they attend to the ``written`` positions
-        before them and to themselves (causally). ``past`` is a prefix of the cache at least ``written``
-        long (positions past ``written`` are ignored), so a step costs the positions written so far, not the
-        cache's size. The caller writes the returned keys/values into the cache.
+        before them and to themselves (causally). ``keys`` and ``values`` are a prefix of the cache at least
+        ``written`` long (positions past ``written`` are ignored), so a step costs the positions written so
+        far, not the cache's size. The caller writes the returned keys/values into the cache.
 
         Args:
             x: [B, T, d_model], the new positions' (normalised) inputs.
-            past: [B, 2, n_head, P, head_dim], keys (index 0) and values (index 1) of positions 0 .. P - 1.
+            keys: [B, n_head, P, head_dim], cached keys of positions 0 .. P - 1.
+            values: [B, n_head, P, head_dim], their values.
             written: scalar int32 <= P, how many of them are valid: the position of the first new token.
 
         Returns:
@@ -110,12 +113,13 @@ class CausalSelfAttention(keras.layers.Layer):
 
         Example:
             >>> attention = CausalSelfAttention(d_model=64, n_head=2)
-            >>> out, new = attention.call_with_cache(tf.zeros([1, 1, 64]), tf.zeros([1, 2, 2, 16, 32]), 3)
+            >>> keys = values = tf.zeros([1, 2, 16, 32])
+            >>> out, new = attention.call_with_cache(tf.zeros([1, 1, 64]), keys, values, 3)
             >>> out.shape, new.shape
             (TensorShape([1, 1, 64]), TensorShape([1, 2, 2, 1, 32]))
         """
         q, k, v = self._heads(x)
-        return self._attend(q, k, v, past, written), tf.stack([k, v], axis=1)
+        return self._attend(q, k, v, (keys, values), written), tf.stack([k, v], axis=1)
 
     def get_config(self) -> dict:
         return {
@@ -189,12 +193,14 @@ class DecoderBlock(keras.layers.Layer):
             return tf.recompute_grad(lambda h: self._forward(h, seed))(x)
         return self._forward(x, seed)
 
-    def call_with_cache(self, x: tf.Tensor, past: tf.Tensor, written: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    def call_with_cache(
+        self, x: tf.Tensor, keys: tf.Tensor, values: tf.Tensor, written: tf.Tensor
+    ) -> tuple[tf.Tensor, tf.Tensor]:
         """The block on T new positions, reusing the cached keys/values of earlier ones (inference only).
 
         Args:
             x: [B, T, d_model], the residual stream of the new positions.
-            past: [B, 2, n_head, P, head_dim], a prefix of this block's cached keys and values (see
+            keys, values: [B, n_head, P, head_dim] each, a prefix of this block's cache (see
                 ``CausalSelfAttention.call_with_cache``).
             written: scalar int32 <= P, position of the first new token.
 
@@ -203,11 +209,12 @@ class DecoderBlock(keras.layers.Layer):
 
         Example:
             >>> block = DecoderBlock(d_model=64, n_head=2)
-            >>> out, new = block.call_with_cache(tf.zeros([1, 1, 64]), tf.zeros([1, 2, 2, 16, 32]), 4)
+            >>> keys = values = tf.zeros([1, 2, 16, 32])
+            >>> out, new = block.call_with_cache(tf.zeros([1, 1, 64]), keys, values, 4)
             >>> new.shape
             TensorShape([1, 2, 2, 1, 32])
         """
-        attention, new = self.attn.call_with_cache(self.ln_1(x), past, written)
+        attention, new = self.attn.call_with_cache(self.ln_1(x), keys, values, written)
         x = x + attention
         h = keras.activations.gelu(self.fc(self.ln_2(x)), approximate=True)
         return x + self.fc_proj(h), new

@@ -186,22 +186,26 @@ class GPT(keras.Model):
         length = tf.shape(token_ids)[1]
         x = self.token_embedding(token_ids) + self.position_embedding(cache_update_index + tf.range(length))[None]
         # The blocks read the cache's first positions up to a multiple of CACHE_BUCKET at or above those
-        # written: the cost follows the tokens written, and the shapes repeat (oneDNN/cuDNN reuse the kernels
-        # they prepared for a shape; XLA would compile one program per bucket).
+        # written: the cost follows the tokens written, and the attention's shapes repeat (one XLA program per
+        # bucket, were the step compiled; on this CPU buckets of 1 to 128 positions ran equally fast).
         prefix = tf.minimum(-(-cache_update_index // CACHE_BUCKET) * CACHE_BUCKET, self.sequence_length)
         written = []  # each block's keys/values of the new positions: [B, 2, n_head, T, head_dim]
         for i, block in enumerate(self.blocks):
-            x, new = block.call_with_cache(x, cache[:, i, :, :, :prefix], cache_update_index)
+            x, new = block.call_with_cache(
+                x, cache[:, i, 0, :, :prefix], cache[:, i, 1, :, :prefix], cache_update_index
+            )
             written.append(new)
-        # Write them at positions index .. index + T - 1 in place (the rest of the cache is not copied when
-        # nothing else holds it, as in the generation loop).
-        begin = tf.stack([0, 0, 0, 0, cache_update_index, 0])
-        end = tf.stack([0, 0, 0, 0, cache_update_index + length, 0])
-        cache = tf.raw_ops.TensorStridedSliceUpdate(
-            input=cache, begin=begin, end=end, strides=tf.ones([6], tf.int32), value=tf.stack(written, axis=1),
-            begin_mask=0b101111, end_mask=0b101111,
-        )  # fmt: skip
-        return self.logits(x), cache
+        logits = self.logits(x)
+        # Write them at positions index .. index + T - 1, in place once every block has read the cache (the
+        # rest of the cache is not copied when nothing else holds it, as in the generation loop).
+        with tf.control_dependencies([logits]):
+            begin = tf.stack([0, 0, 0, 0, cache_update_index, 0])
+            end = tf.stack([0, 0, 0, 0, cache_update_index + length, 0])
+            cache = tf.raw_ops.TensorStridedSliceUpdate(
+                input=cache, begin=begin, end=end, strides=tf.ones([6], tf.int32), value=tf.stack(written, axis=1),
+                begin_mask=0b101111, end_mask=0b101111,
+            )  # fmt: skip
+        return logits, cache
 
     def seed_state_variables(self) -> list:
         """The dropout SeedGenerators' state variables, which a checkpoint must hold for dropout to resume exactly."""
