@@ -12,7 +12,8 @@ seconds are listed as skipped, so it ends within ten minutes on one H200 (989 TF
     python bench/gpu_train_bench.py                    # on a machine with a GPU
     .venv/bin/python bench/gpu_train_bench.py --smoke  # the same path on this CPU at a toy size
 
-Exits 1 when a case fails (an out-of-memory error included) or the planner's memory figure is off by more than 25% (GPU runs only).
+Exits 1 when a case fails (out of memory included) or the planner's memory figure is off by more than 25%
+(GPU runs only).
 """
 
 from __future__ import annotations
