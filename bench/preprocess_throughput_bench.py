@@ -10,7 +10,7 @@ best of several short rounds is the run least disturbed. ``encode_batch`` is tim
 A second pipeline run with a process pool measures what the main process (reading, packing, writing) costs per
 GB, which caps one instance's throughput. From the measured rate it sizes a Pile run.
 
-    .venv/bin/python bench/preprocess_throughput_bench.py [--mb 24] [--vocab_size 50257]
+    .venv/bin/python bench/preprocess_throughput_bench.py [--mb 8] [--rounds 8] [--vocab_size 50257]
 
 Exits 1 when reading, packing and writing (everything but tokenization) cost more than 10% on top of it.
 """
@@ -108,22 +108,26 @@ def pile_plan(bytes_per_cpu_second: float, main_bytes_per_second: float) -> list
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--mb", type=float, default=24.0, help="text to process, MB")
-    parser.add_argument("--rounds", type=int, default=4, help="alternating rounds of reference and pipeline")
+    parser.add_argument("--mb", type=float, default=8.0, help="text each round processes, MB")
+    parser.add_argument("--tokenizer_mb", type=float, default=6.0, help="text the tokenizer is trained on, MB")
+    parser.add_argument("--rounds", type=int, default=8, help="alternating rounds of reference and pipeline")
     parser.add_argument("--vocab_size", type=int, default=50257)
     parser.add_argument("--pool_workers", type=int, default=len(os.sched_getaffinity(0)))
     args = parser.parse_args()
     texts = stdlib_documents(int(args.mb * 1e6))
+    tokenizer_texts = stdlib_documents(int(args.tokenizer_mb * 1e6))
     text_bytes = sum(len(t.encode()) for t in texts)
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
         for part in range(4):
             write_pile(work / "raw" / f"{part:02d}.jsonl.zst", texts[part::4])
         started = time.perf_counter()
-        tokenizer_json = train_bpe(texts[: len(texts) // 4], args.vocab_size).to_str()
+        tokenizer_json = train_bpe(tokenizer_texts, args.vocab_size).to_str()
         vocab = len(json.loads(tokenizer_json)["model"]["vocab"])
-        print(f"corpus: {len(texts):,} documents, {text_bytes / 1e6:.1f} MB of stdlib Python sources; tokenizer "
-              f"trained in {time.perf_counter() - started:.0f} s on a quarter: {vocab:,} tokens")  # fmt: skip
+        print(
+            f"corpus: {len(texts):,} documents, {text_bytes / 1e6:.1f} MB of stdlib Python sources; tokenizer "
+            f"trained in {time.perf_counter() - started:.0f} s on {args.tokenizer_mb:.0f} MB: {vocab:,} tokens"
+        )
         (work / "tokenizer.json").write_text(tokenizer_json)
         ref_fast, serial = [], []
         for round_ in range(args.rounds):

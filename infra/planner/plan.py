@@ -16,7 +16,7 @@ from infra.planner.memory import GIB, OPTIMIZER_BYTES_PER_PARAMETER, Memory, dev
 from infra.presets import ModelShape, shape_of
 
 PRECISIONS = ("bf16", "fp16", "fp32")
-DEFAULT_MFU = 0.4
+DEFAULT_MFU = 0.4  # assumed, not measured (2026-12-01, no GPU lent): bench/gpu_train_bench.py measures it on an H200
 SECONDS_PER_DAY = 86_400
 
 
