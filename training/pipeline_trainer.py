@@ -20,6 +20,7 @@ from __future__ import annotations
 import tensorflow as tf
 from batch import pipeline_microbatches
 from engines import PipelineEngine
+from gpt.loss import sparse_cross_entropy
 from gpt.pipeline.gpipe import gpipe_gradients
 from gpt.pipeline.model import PipelinedGPT, stage_of, variable_device
 from trainer import AdamW, Trainer, make_optimizer
@@ -125,8 +126,8 @@ class PipelineTrainer(Trainer):
 
     def _micro_loss(self, logits: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:
         """A micro-batch's share of the global mean loss: its summed token losses / tokens in the global batch."""
-        token_losses = tf.nn.sparse_softmax_cross_entropy_with_logits(targets, logits)
-        return tf.reduce_sum(token_losses) / self.tokens_per_step
+        token_losses = sparse_cross_entropy(tf.reshape(targets, [-1]), tf.reshape(logits, [-1, logits.shape[-1]]))
+        return tf.reduce_sum(token_losses) / self.tokens_per_step  # the single-device GPT.loss_sum's arithmetic
 
     def _replica_gradients(self, model: PipelinedGPT, tokens: tf.Tensor):
         """Loss and gradients of one replica's [accumulation, micro_batch, T + 1] tokens: GPipe passes, summed."""

@@ -120,9 +120,7 @@ class Trainer:
     def _micro_grads_fn(self, tokens: tf.Tensor):
         inputs, targets = tokens[:, :-1], tokens[:, 1:]
         with tf.GradientTape() as tape:
-            logits = self.model(inputs, training=True)
-            token_losses = tf.nn.sparse_softmax_cross_entropy_with_logits(targets, logits)
-            loss = tf.reduce_sum(token_losses) / self.tokens_per_step
+            loss = self.model.loss_sum(inputs, targets, training=True) / self.tokens_per_step
             scaled = loss * self.loss_scale
         grads = self.engine.gradient(tape, scaled, self.model.trainable_variables)
         return loss, [tf.convert_to_tensor(g) for g in grads]  # embedding lookups give IndexedSlices

@@ -17,7 +17,7 @@ from infra.presets import ModelShape, shape_of
 from infra.training_code import training_module
 
 PRECISIONS = ("bf16", "fp16", "fp32")
-DEFAULT_MFU = 0.4
+DEFAULT_MFU = 0.4  # assumed, not measured (2026-12-01, no GPU lent): bench/gpu_train_bench.py measures it on an H200
 SECONDS_PER_DAY = 86_400
 
 

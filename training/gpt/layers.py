@@ -52,67 +52,74 @@ class CausalSelfAttention(keras.layers.Layer):
         self.qkv.build(input_shape)
         self.proj.build(input_shape)
 
-    def call(self, x: tf.Tensor, seed: tf.Tensor | None = None) -> tf.Tensor:
+    def _heads(self, x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """[B, T, d] -> q (scaled by 1 / sqrt(head_dim)), k, v, each [B, n_head, T, head_dim]."""
         batch, length = tf.shape(x)[0], tf.shape(x)[1]
         head_dim = self.d_model // self.n_head
-        # [B, T, 3d] -> 3 x [B, n_head, T, head_dim]
         qkv = tf.reshape(self.qkv(x), [batch, length, 3, self.n_head, head_dim])
         q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]))
-        # Scores in float32 for a stable softmax under bf16/fp16: [B, n_head, T, T].
-        scores = tf.einsum("bhqd,bhkd->bhqk", q, k)
-        scores = tf.cast(scores, tf.float32) / math.sqrt(head_dim)
-        causal = tf.linalg.band_part(tf.ones([length, length], tf.bool), -1, 0)  # lower triangle: key <= query
-        scores = tf.where(causal, scores, tf.float32.min)
-        probs = tf.cast(tf.nn.softmax(scores, axis=-1), x.dtype)
+        return q * tf.cast(1 / math.sqrt(head_dim), q.dtype), k, v  # scaling q costs T·d, the scores T²
+
+    def _attend(self, q, k, v, past: tuple | None = None, written=0, seed: tf.Tensor | None = None) -> tf.Tensor:
+        """Causal attention of T positions ([B, n_head, T, head_dim] each) -> [B, T, d_model].
+
+        With ``past`` (cached keys and values, [B, n_head, P, head_dim] each, of which the first ``written``
+        are valid), every position also sees those: the scores over the past and over the T new keys are
+        taken apart and share one softmax, so the cached keys and values are read, never copied together.
+        """
+        queries = tf.shape(q)[2]
+        scores = tf.matmul(q, k, transpose_b=True)  # [B, n_head, T, T]
+        if q.shape[2] != 1:  # a single query sees every key
+            causal = tf.range(queries)[tf.newaxis, :] <= tf.range(queries)[:, tf.newaxis]
+            scores = tf.where(causal, scores, tf.cast(scores.dtype.min, scores.dtype))
+        scores = tf.cast(scores, tf.float32)  # softmax in float32 under bf16/fp16
+        if past is not None:
+            past_k, past_v = past
+            past_scores = tf.cast(tf.matmul(q, past_k, transpose_b=True), tf.float32)
+            valid = tf.range(tf.shape(past_k)[2]) < written
+            scores = tf.concat([tf.where(valid, past_scores, tf.float32.min), scores], axis=-1)
+        probs = tf.cast(tf.nn.softmax(scores, axis=-1), q.dtype)
         probs = _dropout(probs, self.dropout, seed, site=1)
-        out = tf.einsum("bhqk,bhkd->bhqd", probs, v)
-        out = tf.reshape(tf.transpose(out, [0, 2, 1, 3]), [batch, length, self.d_model])
+        if past is None:
+            out = tf.matmul(probs, v)
+        else:
+            past_probs, probs = tf.split(probs, [tf.shape(past_k)[2], queries], axis=-1)
+            out = tf.matmul(past_probs, past_v) + tf.matmul(probs, v)
+        out = tf.reshape(tf.transpose(out, [0, 2, 1, 3]), [tf.shape(q)[0], queries, self.d_model])
         return self.proj(out)
 
-    def call_with_cache(
-        self, x: tf.Tensor, cache: tf.Tensor, cache_update_index: tf.Tensor
-    ) -> tuple[tf.Tensor, tf.Tensor]:
-        """Attention of T new positions over the cached keys/values (inference, no dropout).
+    def call(self, x: tf.Tensor, seed: tf.Tensor | None = None) -> tf.Tensor:
+        q, k, v = self._heads(x)
+        return self._attend(q, k, v, seed=seed)
 
-        The cache holds the keys and values of every position of the context, zeros where nothing is
-        written yet. The T new positions are ``cache_update_index .. cache_update_index + T - 1``: their keys
-        and values are written into the cache and each attends to the positions up to itself.
+    def call_with_cache(
+        self, x: tf.Tensor, keys: tf.Tensor, values: tf.Tensor, written: tf.Tensor
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        """Attention of T new positions over the cached keys/values of earlier ones (inference, no dropout).
+
+        The T new positions are ``written .. written + T - 1``; they attend to the ``written`` positions
+        before them and to themselves (causally). ``keys`` and ``values`` are a prefix of the cache at least
+        ``written`` long (positions past ``written`` are ignored), so a step costs the positions written so
+        far, not the cache's size. The caller writes the returned keys/values into the cache.
 
         Args:
             x: [B, T, d_model], the new positions' (normalised) inputs.
-            cache: [B, 2, n_head, S, head_dim], keys (index 0) and values (index 1) of S positions.
-            cache_update_index: scalar int32, position of the first new token; T + index <= S.
+            keys: [B, n_head, P, head_dim], cached keys of positions 0 .. P - 1.
+            values: [B, n_head, P, head_dim], their values.
+            written: scalar int32 <= P, how many of them are valid: the position of the first new token.
 
         Returns:
-            ([B, T, d_model] output, the updated cache).
+            ([B, T, d_model] output, [B, 2, n_head, T, head_dim] the new positions' keys and values).
 
         Example:
             >>> attention = CausalSelfAttention(d_model=64, n_head=2)
-            >>> cache = tf.zeros([1, 2, 2, 16, 32])
-            >>> out, cache = attention.call_with_cache(tf.zeros([1, 3, 64]), cache, tf.constant(0))
-            >>> out.shape
-            TensorShape([1, 3, 64])
+            >>> keys = values = tf.zeros([1, 2, 16, 32])
+            >>> out, new = attention.call_with_cache(tf.zeros([1, 1, 64]), keys, values, 3)
+            >>> out.shape, new.shape
+            (TensorShape([1, 1, 64]), TensorShape([1, 2, 2, 1, 32]))
         """
-        batch, length = tf.shape(x)[0], tf.shape(x)[1]
-        head_dim = self.d_model // self.n_head
-        cache_length = cache.shape[-2]
-        qkv = tf.reshape(self.qkv(x), [batch, length, 3, self.n_head, head_dim])
-        q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]))  # 3 x [B, n_head, T, head_dim]
-        # Write the new keys/values at positions index .. index + T - 1 of the fixed-size cache.
-        positions = tf.range(cache_length)
-        written = (positions >= cache_update_index) & (positions < cache_update_index + length)
-        written = tf.reshape(written, [1, 1, cache_length, 1])
-        padding = [[0, 0], [0, 0], [cache_update_index, cache_length - cache_update_index - length], [0, 0]]
-        k = tf.where(written, tf.pad(k, padding), cache[:, 0])
-        v = tf.where(written, tf.pad(v, padding), cache[:, 1])
-        # Query t (position index + t) sees keys at positions <= index + t; unwritten positions are masked.
-        scores = tf.cast(tf.einsum("bhqd,bhkd->bhqk", q, k), tf.float32) / math.sqrt(head_dim)
-        visible = positions[tf.newaxis, :] <= (cache_update_index + tf.range(length))[:, tf.newaxis]
-        scores = tf.where(visible, scores, tf.float32.min)
-        probs = tf.cast(tf.nn.softmax(scores, axis=-1), x.dtype)
-        out = tf.einsum("bhqk,bhkd->bhqd", probs, v)
-        out = tf.reshape(tf.transpose(out, [0, 2, 1, 3]), [batch, length, self.d_model])
-        return self.proj(out), tf.stack([k, v], axis=1)
+        q, k, v = self._heads(x)
+        return self._attend(q, k, v, (keys, values), written), tf.stack([k, v], axis=1)
 
     def get_config(self) -> dict:
         return {
@@ -187,29 +194,30 @@ class DecoderBlock(keras.layers.Layer):
         return self._forward(x, seed)
 
     def call_with_cache(
-        self, x: tf.Tensor, cache: tf.Tensor, cache_update_index: tf.Tensor
+        self, x: tf.Tensor, keys: tf.Tensor, values: tf.Tensor, written: tf.Tensor
     ) -> tuple[tf.Tensor, tf.Tensor]:
         """The block on T new positions, reusing the cached keys/values of earlier ones (inference only).
 
         Args:
             x: [B, T, d_model], the residual stream of the new positions.
-            cache: [B, 2, n_head, S, head_dim], this block's keys and values (see
+            keys, values: [B, n_head, P, head_dim] each, a prefix of this block's cache (see
                 ``CausalSelfAttention.call_with_cache``).
-            cache_update_index: scalar int32, position of the first new token.
+            written: scalar int32 <= P, position of the first new token.
 
         Returns:
-            ([B, T, d_model], the updated cache).
+            ([B, T, d_model], [B, 2, n_head, T, head_dim] the new positions' keys and values).
 
         Example:
             >>> block = DecoderBlock(d_model=64, n_head=2)
-            >>> out, cache = block.call_with_cache(tf.zeros([1, 1, 64]), tf.zeros([1, 2, 2, 16, 32]), tf.constant(4))
-            >>> cache.shape
-            TensorShape([1, 2, 2, 16, 32])
+            >>> keys = values = tf.zeros([1, 2, 16, 32])
+            >>> out, new = block.call_with_cache(tf.zeros([1, 1, 64]), keys, values, 4)
+            >>> new.shape
+            TensorShape([1, 2, 2, 1, 32])
         """
-        attention, cache = self.attn.call_with_cache(self.ln_1(x), cache, cache_update_index)
+        attention, new = self.attn.call_with_cache(self.ln_1(x), keys, values, written)
         x = x + attention
         h = keras.activations.gelu(self.fc(self.ln_2(x)), approximate=True)
-        return x + self.fc_proj(h), cache
+        return x + self.fc_proj(h), new
 
     def get_config(self) -> dict:
         return {

@@ -13,7 +13,10 @@ import keras
 import tensorflow as tf
 
 from gpt.layers import DecoderBlock
+from gpt.loss import sparse_cross_entropy
 from gpt.presets import get_preset
+
+CACHE_BUCKET = 64  # cached positions read per step: a multiple of this
 
 
 @keras.saving.register_keras_serializable(package="gpt")
@@ -97,6 +100,10 @@ class GPT(keras.Model):
         self.built = True
 
     def call(self, token_ids: tf.Tensor, training: bool = False) -> tf.Tensor:
+        return self.logits(self.hidden_states(token_ids, training))
+
+    def hidden_states(self, token_ids: tf.Tensor, training: bool = False) -> tf.Tensor:
+        """The residual stream after the last block, before the final LayerNorm: [B, T] ids -> [B, T, d]."""
         length = tf.shape(token_ids)[1]
         x = self.token_embedding(token_ids) + self.position_embedding(tf.range(length))[tf.newaxis]
         if training and self.dropout > 0:
@@ -104,10 +111,37 @@ class GPT(keras.Model):
             x = tf.nn.experimental.stateless_dropout(x, rate=self.dropout, seed=seed)
         for block in self.blocks:
             x = block(x, training=training)
-        x = self.ln_f(x)
-        # Tied output projection: [B, T, d] x [vocab, d]^T -> [B, T, vocab].
-        embeddings = tf.cast(self.token_embedding.embeddings, x.dtype)
-        return tf.cast(tf.matmul(x, embeddings, transpose_b=True), tf.float32)
+        return x
+
+    def logits(self, x: tf.Tensor) -> tf.Tensor:
+        """Final LayerNorm and the tied output projection: [B, T, d] -> [B, T, vocab] float32.
+
+        One [B*T, d] x [d, vocab] matmul: a batched matmul against the shared embedding would make its
+        gradient a per-sequence [B, vocab, d] product summed over B.
+        """
+        batch, length = tf.shape(x)[0], tf.shape(x)[1]
+        x = tf.reshape(self.ln_f(x), [-1, self.d_model])
+        logits = tf.matmul(x, tf.cast(self.token_embedding.embeddings, x.dtype), transpose_b=True)
+        return tf.reshape(tf.cast(logits, tf.float32), [batch, length, self.vocab_size])
+
+    def loss_sum(self, token_ids: tf.Tensor, targets: tf.Tensor, training: bool = False) -> tf.Tensor:
+        """Sum over positions of the next-token cross-entropy, float32: the value and gradient of
+        ``reduce_sum(sparse_softmax_cross_entropy_with_logits(targets, self(token_ids)))`` at a fraction of the
+        cost of TensorFlow's fused kernel on a CPU (``gpt/loss.py``).
+
+        Args:
+            token_ids: [B, T] int32 inputs.
+            targets: [B, T] int32, the token that follows each input position.
+            training: dropout on.
+
+        Example:
+            >>> model = GPT.from_preset("tiny", vocab_size=512, sequence_length=32)
+            >>> ids = tf.zeros([2, 33], tf.int32)
+            >>> model.loss_sum(ids[:, :-1], ids[:, 1:]).shape
+            TensorShape([])
+        """
+        logits = tf.reshape(self(token_ids, training=training), [-1, self.vocab_size])
+        return tf.reduce_sum(sparse_cross_entropy(tf.reshape(targets, [-1]), logits))
 
     def empty_cache(self, batch_size: int | tf.Tensor) -> tf.Tensor:
         """A zero key/value cache for ``call_with_cache``: [B, n_layer, 2, n_head, sequence_length, head_dim].
@@ -149,15 +183,29 @@ class GPT(keras.Model):
             TensorShape([1, 1, 512])
         """
         cache_update_index = tf.convert_to_tensor(cache_update_index, tf.int32)
-        positions = cache_update_index + tf.range(tf.shape(token_ids)[1])
-        x = self.token_embedding(token_ids) + self.position_embedding(positions)[tf.newaxis]
-        layer_caches = []
+        length = tf.shape(token_ids)[1]
+        x = self.token_embedding(token_ids) + self.position_embedding(cache_update_index + tf.range(length))[None]
+        # The blocks read the cache's first positions up to a multiple of CACHE_BUCKET at or above those
+        # written: the cost follows the tokens written, and the attention's shapes repeat (one XLA program per
+        # bucket, were the step compiled; on this CPU buckets of 1 to 128 positions ran equally fast).
+        prefix = tf.minimum(-(-cache_update_index // CACHE_BUCKET) * CACHE_BUCKET, self.sequence_length)
+        written = []  # each block's keys/values of the new positions: [B, 2, n_head, T, head_dim]
         for i, block in enumerate(self.blocks):
-            x, layer_cache = block.call_with_cache(x, cache[:, i], cache_update_index)
-            layer_caches.append(layer_cache)
-        x = self.ln_f(x)
-        embeddings = tf.cast(self.token_embedding.embeddings, x.dtype)
-        return tf.cast(tf.matmul(x, embeddings, transpose_b=True), tf.float32), tf.stack(layer_caches, axis=1)
+            x, new = block.call_with_cache(
+                x, cache[:, i, 0, :, :prefix], cache[:, i, 1, :, :prefix], cache_update_index
+            )
+            written.append(new)
+        logits = self.logits(x)
+        # Write them at positions index .. index + T - 1, in place once every block has read the cache (the
+        # rest of the cache is not copied when nothing else holds it, as in the generation loop).
+        with tf.control_dependencies([logits]):
+            begin = tf.stack([0, 0, 0, 0, cache_update_index, 0])
+            end = tf.stack([0, 0, 0, 0, cache_update_index + length, 0])
+            cache = tf.raw_ops.TensorStridedSliceUpdate(
+                input=cache, begin=begin, end=end, strides=tf.ones([6], tf.int32), value=tf.stack(written, axis=1),
+                begin_mask=0b101111, end_mask=0b101111,
+            )  # fmt: skip
+        return logits, cache
 
     def seed_state_variables(self) -> list:
         """The dropout SeedGenerators' state variables, which a checkpoint must hold for dropout to resume exactly."""

@@ -115,10 +115,7 @@ class PipelinedGPT(GPT):
             for i in self.stage_blocks[stage]:
                 x = self.blocks[i](x, training=training)
             if stage == self.num_stages - 1:
-                x = self.ln_f(x)
-                # Tied output projection: [B, T, d] x [vocab, d]^T, the embedding read across from devices[0].
-                embeddings = tf.cast(self.token_embedding.embeddings, x.dtype)
-                x = tf.cast(tf.matmul(x, embeddings, transpose_b=True), tf.float32)
+                x = self.logits(x)  # the tied output projection reads the embedding across from devices[0]
         return x
 
     def call(self, token_ids: tf.Tensor, training: bool = False) -> tf.Tensor:
