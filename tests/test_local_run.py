@@ -6,6 +6,7 @@ MultiWorkerMirroredStrategy and, when asked, deploys; a few tens of seconds each
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -107,6 +108,21 @@ def test_bad_input_fails_in_plan_with_the_field_named(runs: Path, tmp_path: Path
     assert "training.instance_count: 0 is not valid; expected a positive integer" in output
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process started, directly or not, by ``pid`` (from /proc, whatever session each is in)."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = [], [pid]
+    while frontier:
+        children = [child for child, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return found
+
+
 def test_stopped_run_resumes_from_its_checkpoint(runs: Path, tmp_path: Path):
     longer = {
         **TINY,
@@ -120,7 +136,9 @@ def test_stopped_run_resumes_from_its_checkpoint(runs: Path, tmp_path: Path):
     while not any(checkpoints.glob("*")) and time.time() < deadline and first.poll() is None:
         time.sleep(0.5)
     time.sleep(2)  # let the checkpoint's files finish
-    os.killpg(first.pid, signal.SIGKILL)  # the machine goes away mid-training
+    for pid in [first.pid, *descendants(first.pid)]:  # the machine goes away mid-training: every process of it
+        with contextlib.suppress(ProcessLookupError):  # (each job host runs in a session of its own)
+            os.kill(pid, signal.SIGKILL)
     first.communicate()
     assert any(checkpoints.glob("*")), "no checkpoint was written before the stop"
 
