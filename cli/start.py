@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cli.errors import CommandError
 from infra.app import stack_name
 from infra.config import load_stage_config
 
@@ -36,7 +37,7 @@ def state_machine_arn(cloudformation: Any, stack: str) -> str:
     for output in outputs:
         if output["OutputKey"] == STATE_MACHINE_OUTPUT:
             return output["OutputValue"]
-    raise SystemExit(f"stack {stack} has no {STATE_MACHINE_OUTPUT} output: is it deployed from this version?")
+    raise CommandError(f"stack {stack} has no {STATE_MACHINE_OUTPUT} output: deploy this version (make deploy)")
 
 
 def start(stage: str, input_path: Path | None, name: str | None, session: Any = None) -> str:
@@ -45,10 +46,10 @@ def start(stage: str, input_path: Path | None, name: str | None, session: Any = 
 
     context = json.loads((Path(__file__).resolve().parent.parent / "cdk.json").read_text())["context"]
     config = load_stage_config({**context, "stage": stage})
+    payload = input_path.read_text() if input_path else "{}"
+    json.loads(payload)  # a clear error here, before any call, beats a failed execution
     session = session or boto3.Session(region_name=config.region)
     arn = state_machine_arn(session.client("cloudformation"), stack_name(config))
-    payload = input_path.read_text() if input_path else "{}"
-    json.loads(payload)  # a clear error here beats a failed execution
     response = session.client("stepfunctions").start_execution(
         stateMachineArn=arn, name=execution_name(name), input=payload
     )
