@@ -25,12 +25,15 @@ synth: install ## Templates in cdk.out/ (no AWS credentials needed)
 	$(CDK) synth -q -c stage=$(STAGE)
 
 diff: install
+	$(PY) -m cli check --stage $(STAGE)
 	$(CDK) diff -c stage=$(STAGE)
 
 deploy: install
+	$(PY) -m cli check --stage $(STAGE)
 	$(CDK) deploy -c stage=$(STAGE)
 
 destroy: install
+	$(PY) -m cli check --stage $(STAGE)
 	$(CDK) destroy -c stage=$(STAGE)
 
 lint: install

@@ -10,6 +10,7 @@ from botocore.exceptions import ClientError
 
 from cli.errors import user_message
 from cli.invoke import error_message, invoke, request_body
+from cli.stage import caller_identity
 from cli.start import execution_console_url, start
 
 
@@ -20,6 +21,8 @@ def main(argv: list[str] | None = None) -> int:
     start_cmd.add_argument("--stage", default="dev")
     start_cmd.add_argument("--input", type=Path, help="execution input JSON (see README); default {}")
     start_cmd.add_argument("--name", help="execution name (default run-<timestamp>)")
+    check_cmd = commands.add_parser("check", help="show whose AWS credentials are in use (make deploy runs it first)")
+    check_cmd.add_argument("--stage", default="dev")
     invoke_cmd = commands.add_parser("invoke", help="send a prompt to a deployed endpoint and print the reply")
     invoke_cmd.add_argument("prompt", help="the text to continue")
     invoke_cmd.add_argument("--stage", default="dev")
@@ -40,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.command == "check":
+        print(f"AWS credentials: {caller_identity(args.stage)}")
+        return 0
     if args.command == "start":
         arn = start(args.stage, args.input, args.name)
         print(f"Started {arn}\nWatch it: {execution_console_url(arn)}")

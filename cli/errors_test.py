@@ -37,7 +37,7 @@ def one_line_error(capsys) -> str:
 
 
 @pytest.mark.parametrize(
-    "argv", [["start", "--stage", "dev"], ["invoke", "--stage", "dev", "--endpoint", "gpt-dev", "def main("]]
+    "argv", [["check"], ["start", "--stage", "dev"], ["invoke", "--stage", "dev", "--endpoint", "gpt-dev", "def main("]]
 )
 def test_no_credentials_is_one_line_that_says_how_to_configure_them(no_credentials, capsys, argv):
     assert main(argv) == 1
@@ -73,3 +73,15 @@ def test_bad_arguments_are_refused_before_any_call(capsys, tmp_path, no_credenti
 def test_unexpected_errors_keep_their_traceback():
     assert user_message(RuntimeError("a bug")) is None
     assert user_message(json.JSONDecodeError("x", "doc", 0)).startswith("the input is not valid JSON")
+
+
+def test_check_names_the_account_in_use(monkeypatch, capsys):
+    sts = boto3.client("sts", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(sts)
+    arn = "arn:aws:iam::123456789012:user/ml"
+    stub.add_response("get_caller_identity", {"UserId": "AIDA", "Account": "123456789012", "Arn": arn})
+    stub.activate()
+    session = type("Session", (), {"client": lambda self, name: sts})()
+    monkeypatch.setattr("boto3.Session", lambda **kwargs: session)
+    assert main(["check"]) == 0
+    assert capsys.readouterr().out == f"AWS credentials: account 123456789012, {arn}\n"

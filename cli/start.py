@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cli.errors import CommandError
-from infra.app import stack_name
-from infra.config import load_stage_config
+from cli.stage import stage_config, stage_session
 
 STATE_MACHINE_OUTPUT = "StateMachineArn"
 
@@ -42,14 +41,11 @@ def state_machine_arn(cloudformation: Any, stack: str) -> str:
 
 def start(stage: str, input_path: Path | None, name: str | None, session: Any = None) -> str:
     """Starts the execution and returns its ARN."""
-    import boto3
-
-    context = json.loads((Path(__file__).resolve().parent.parent / "cdk.json").read_text())["context"]
-    config = load_stage_config({**context, "stage": stage})
+    config = stage_config(stage)
     payload = input_path.read_text() if input_path else "{}"
     json.loads(payload)  # a clear error here, before any call, beats a failed execution
-    session = session or boto3.Session(region_name=config.region)
-    arn = state_machine_arn(session.client("cloudformation"), stack_name(config))
+    session = session or stage_session(stage)
+    arn = state_machine_arn(session.client("cloudformation"), config.stack_name)
     response = session.client("stepfunctions").start_execution(
         stateMachineArn=arn, name=execution_name(name), input=payload
     )

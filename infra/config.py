@@ -243,6 +243,11 @@ class StageConfig:
     deploy: DeployConfig = DeployConfig()
     observability: ObservabilityConfig = ObservabilityConfig()
 
+    @property
+    def stack_name(self) -> str:
+        """The CloudFormation stack of this stage (also how the CLI finds a deployed stage)."""
+        return f"GptPretraining-{self.name}"
+
 
 # --- Loading ---------------------------------------------------------------------------------------
 

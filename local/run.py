@@ -23,8 +23,8 @@ import sys
 import time
 from pathlib import Path
 
-from infra.app import stack_name
-from infra.config import deep_merge, load_stage_config
+from cli.errors import user_message
+from infra.config import ConfigError, deep_merge, load_stage_config
 from infra.workflow.object_store import FolderStore
 from local.corpus import write_corpus
 from local.stack import LocalStack
@@ -42,7 +42,7 @@ def synthesize(stage: str, cdk_out: Path) -> str:
     print(f"Synthesizing stage {stage} (cdk-nag on) ...", flush=True)
     subprocess.run([str(CDK), "synth", "-q", "-c", f"stage={stage}", "--output", str(cdk_out)], cwd=ROOT, check=True)
     context = json.loads((ROOT / "cdk.json").read_text())["context"]
-    return stack_name(load_stage_config({**context, "stage": stage}))
+    return load_stage_config({**context, "stage": stage}).stack_name
 
 
 def read_input(path: Path | None) -> dict:
@@ -52,7 +52,7 @@ def read_input(path: Path | None) -> dict:
     return data
 
 
-def run(stage: str, input_path: Path | None, execution_name: str, runs: Path, corpus_mb: int = 24) -> int:
+def run(stage: str, execution_input: dict, execution_name: str, runs: Path, corpus_mb: int = 24) -> int:
     cdk_out = runs / "cdk.out"
     name = synthesize(stage, cdk_out)
     stack = LocalStack.load(cdk_out, name)
@@ -68,7 +68,7 @@ def run(stage: str, input_path: Path | None, execution_name: str, runs: Path, co
     context = RunContext(str(cdk_out), name, str(runs / "s3"), str(runs / "efs"), str(execution_dir))
     (execution_dir / "context.json").write_text(json.dumps(dataclasses.asdict(context), indent=2))
     (execution_dir / "definition.json").write_text(json.dumps(stack.definition(), indent=2))
-    (execution_dir / "input.json").write_text(json.dumps(read_input(input_path), indent=2))
+    (execution_dir / "input.json").write_text(json.dumps(execution_input, indent=2))
     result_path = execution_dir / "result.json"
     print(f"Execution {execution_name}: input {execution_dir / 'input.json'}\n", flush=True)
 
@@ -84,15 +84,22 @@ def run(stage: str, input_path: Path | None, execution_name: str, runs: Path, co
     return 0 if result["status"] == "SUCCEEDED" else 1
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stage", default="dev")
     parser.add_argument("--input", type=Path, help="JSON merged over local/default-input.json")
     parser.add_argument("--execution-name", default=time.strftime("local-%Y%m%d-%H%M%S"))
     parser.add_argument("--runs", type=Path, default=ROOT / "runs", help="where the local S3, EFS and jobs live")
     parser.add_argument("--corpus-mb", type=int, default=24, help="size of the sample corpus written on first use")
-    args = parser.parse_args()
-    return run(args.stage, args.input, args.execution_name, args.runs.resolve(), args.corpus_mb)
+    args = parser.parse_args(argv)
+    try:  # a bad stage or input file is one line, before the synth
+        context = json.loads((ROOT / "cdk.json").read_text())["context"]
+        load_stage_config({**context, "stage": args.stage})
+        execution_input = read_input(args.input)
+    except (ConfigError, OSError, ValueError) as error:
+        print(f"error: {user_message(error) or error}", file=sys.stderr)
+        return 2
+    return run(args.stage, execution_input, args.execution_name, args.runs.resolve(), args.corpus_mb)
 
 
 if __name__ == "__main__":
