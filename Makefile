@@ -57,10 +57,11 @@ bench: install ## Benchmarks (ratios against a reference measured in the same ru
 
 install: $(VENV)/.installed $(CHECKOV_VENV)/.installed node_modules/.installed
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt training/requirements.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-nodeps.txt training/requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements-dev.txt
+	$(PY) -m pip install -q --no-deps -r requirements-nodeps.txt
 	touch $@
 
 # checkov in its own environment: its pins conflict with requirements.txt's (see requirements-checkov.txt).

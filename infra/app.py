@@ -16,5 +16,5 @@ def build_app(app: cdk.App, config: StageConfig) -> PretrainingStack:
     stack = PretrainingStack(app, config.stack_name, config=config)
     cdk.Tags.of(stack).add("project", "gpt-pretraining")
     cdk.Tags.of(stack).add("stage", config.name)
-    enable_nag(app)
+    enable_nag(app, config.security.compliance_packs)
     return stack

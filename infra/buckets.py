@@ -9,14 +9,31 @@ from constructs import Construct
 
 from infra.checkov import skip_checks
 from infra.config import StorageConfig
+from infra.nag import acknowledge_compliance
 
-UNVERSIONED = {
-    "Raw": "The corpus as uploaded: the workflow's roles (jobs, Plan) only read it, so no workflow step can "
-    "overwrite or delete it; its only writers are the people who upload it.",
-    "Datasets": "Derived data, rebuilt from the raw corpus by rerunning preprocessing; a rerun rewrites hundreds of "
-    "GB of shards, which versioning would keep as stale copies.",
-    "Checkpoints": "Tens of GB rewritten every few hundred steps and rotated by train.py; versioning would keep "
-    "every superseded checkpoint. The run's product, the model archive, is in the versioned models bucket.",
+RAW_UNVERSIONED = (
+    "The corpus as uploaded: the workflow's roles (jobs, Plan) only read it, so no workflow step can overwrite or "
+    "delete it; its only writers are the people who upload it."
+)
+ACCESS_LOGS_UNVERSIONED = (
+    "Written only by S3 log delivery (its policy admits logging.s3.amazonaws.com for the data buckets' prefixes "
+    "alone) and expired after a year; no workflow role can read or write it."
+)
+# Days a superseded or deleted object version is kept: long enough to notice a rerun or a resumed run that
+# overwrote the wrong prefix and restore it, short enough that storage does not keep growing.
+NONCURRENT_DAYS = {"Datasets": 7, "Checkpoints": 3, "Models": 30}
+# Why no bucket replicates to a second region (the compliance packs' S3BucketReplicationEnabled).
+NOT_REPLICATED = {
+    "AccessLogs": "Server access logs (best-effort delivery) kept a year for investigations; the account's "
+    "CloudTrail, outside this stack, is the audit record. A replica would double logs nobody restores.",
+    "Raw": "The corpus is a copy of text its owners keep at the source they uploaded it from; a replica would double "
+    "the largest bucket (up to TBs) and put possibly regulated text in a region nobody chose for it.",
+    "Datasets": "Derived data, rebuilt from the raw corpus by rerunning preprocessing (hours of CPU), and versioned "
+    "against overwrites; a second region would double hundreds of GB of shards that can be made again.",
+    "Checkpoints": "Intermediate training state, superseded every few hundred steps and versioned against "
+    "overwrites; the cluster that would resume from it runs in this region, so a replica elsewhere restores nothing.",
+    "Models": "Versioned and retained, which covers deletion and overwrite. A copy in a second region is a "
+    "disaster-recovery and data-residency decision (its own bucket, key and review) that the stack leaves to owners.",
 }
 
 
@@ -26,7 +43,10 @@ class DataBuckets(Construct):
     - ``raw``: the corpus as uploaded (The Pile's jsonl.zst files).
     - ``datasets``: tokenizer, token shards and manifests written by preprocessing.
     - ``checkpoints``: training checkpoints, synced by SageMaker from /opt/ml/checkpoints.
-    - ``models``: model archives, profiler output and reports (versioned).
+    - ``models``: model archives, profiler output and reports.
+
+    Datasets, checkpoints and models are versioned, their superseded versions expired after
+    ``NONCURRENT_DAYS``.
 
     Args:
         key: the KMS key for the data buckets (access logs use SSE-S3, as S3 log delivery requires).
@@ -53,12 +73,29 @@ class DataBuckets(Construct):
             {
                 "CKV_AWS_18": "This bucket is the access-log destination of the four data buckets; logging it too "
                 "would need another log bucket, itself unlogged.",
-                "CKV_AWS_21": "Written only by S3 log delivery (its policy admits logging.s3.amazonaws.com for the "
-                "data buckets' prefixes alone) and expired after a year; no workflow role can read or write it.",
+                "CKV_AWS_21": ACCESS_LOGS_UNVERSIONED,
+            },
+        )
+        acknowledge_compliance(
+            self.access_logs,
+            {
+                "S3BucketVersioningEnabled": ACCESS_LOGS_UNVERSIONED,
+                "S3DefaultEncryptionKMS": "S3 server access log delivery writes only to a destination bucket "
+                "encrypted with SSE-S3; SSE-KMS is not supported there. The logs hold request metadata, no data.",
+                "S3BucketReplicationEnabled": NOT_REPLICATED["AccessLogs"],
             },
         )
 
-        def data_bucket(name: str, *, versioned: bool = False) -> s3.Bucket:
+        def data_bucket(name: str) -> s3.Bucket:
+            versioned = name in NONCURRENT_DAYS
+            rules = [s3.LifecycleRule(abort_incomplete_multipart_upload_after=Duration.days(7))]
+            if versioned:
+                rules.append(
+                    s3.LifecycleRule(
+                        noncurrent_version_expiration=Duration.days(NONCURRENT_DAYS[name]),
+                        expired_object_delete_marker=True,
+                    )
+                )
             bucket = s3.Bucket(
                 self,
                 name,
@@ -71,18 +108,19 @@ class DataBuckets(Construct):
                 versioned=versioned,
                 server_access_logs_bucket=self.access_logs,
                 server_access_logs_prefix=f"{name.lower()}/",
-                lifecycle_rules=[s3.LifecycleRule(abort_incomplete_multipart_upload_after=Duration.days(7))],
+                lifecycle_rules=rules,
                 removal_policy=removal,
                 auto_delete_objects=auto_delete,
             )
-            if not versioned:
-                skip_checks(bucket, {"CKV_AWS_21": UNVERSIONED[name]})
+            acknowledge_compliance(bucket, {"S3BucketReplicationEnabled": NOT_REPLICATED[name]})
             return bucket
 
         self.raw = data_bucket("Raw")
+        skip_checks(self.raw, {"CKV_AWS_21": RAW_UNVERSIONED})
+        acknowledge_compliance(self.raw, {"S3BucketVersioningEnabled": RAW_UNVERSIONED})
         self.datasets = data_bucket("Datasets")
         self.checkpoints = data_bucket("Checkpoints")
-        self.models = data_bucket("Models", versioned=True)
+        self.models = data_bucket("Models")
 
     @property
     def data_buckets(self) -> dict[str, s3.Bucket]:

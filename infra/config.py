@@ -21,9 +21,11 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from infra.aws_limits import S3_MAX_OBJECT_MB, aws_limits
 from infra.instances import INSTANCE_TYPES
 from infra.planner import fit_problem
 from infra.presets import ModelShape, model_presets, shape_of
+from infra.training_code import training_module
 
 PLACEHOLDER_ACCOUNT = "123456789012"  # used for synth without credentials; deploy sets the real one
 REGIONS = (
@@ -69,6 +71,10 @@ PROFILING_INTERVALS_MS = (100, 200, 500, 1000, 5000, 60000)  # what SageMaker De
 STATE_MACHINE_LOG_LEVELS = ("ALL", "ERROR")
 SAGEMAKER_MAX_RUN_HOURS = 28 * 24  # SageMaker's limit on MaxRuntimeInSeconds: 28 days
 MAX_VOCAB = 2**32  # token ids are stored as uint32 at most
+# cdk-nag's packs by class name without "Checks" (infra/nag.py runs them); AwsSolutions always runs.
+COMPLIANCE_PACKS = ("AwsSolutions", "NIST80053R5", "HIPAASecurity", "PCIDSS321")
+BUCKET_NAME = r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"
+ECR_IMAGE = r"\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/[a-z0-9][a-z0-9._/-]*(:[\w.-]+|@sha256:[0-9a-f]{64})"
 
 
 class ConfigError(ValueError):
@@ -150,7 +156,9 @@ class TrainingConfig:
         microbatches: with model_parallel_degree > 1, micro-batches per GPipe pass (M); a divisor of the step's
             micro-batches per replica; 0 (default) = all of them in one pass. The bubble is (K - 1) / (M + K - 1).
         instance_type, instance_count: the training cluster.
-        data_parallel_engine: ``multi_worker_mirrored`` (default, tf.distribute) or ``mpi`` (Horovod API).
+        data_parallel_engine: ``multi_worker_mirrored`` (default, tf.distribute) or ``mpi`` (Horovod API; needs an
+            ``image_uri`` with Horovod: the stock TF 2.21 image has none).
+        image_uri: a custom training image (ECR URI) instead of the stock TensorFlow 2.21 one.
         spot: managed spot training (checkpoints make interruptions harmless).
         max_run_hours: the job's MaxRuntime; spot waits up to twice as long.
         data_source: ``efs`` (default; the dataset is staged to EFS) or ``s3`` (FastFile mode).
@@ -172,6 +180,7 @@ class TrainingConfig:
     instance_type: str = "ml.p4d.24xlarge"
     instance_count: int = 1
     data_parallel_engine: str = "multi_worker_mirrored"
+    image_uri: str | None = None
     spot: bool = True
     max_run_hours: int = 72
     data_source: str = "efs"
@@ -205,26 +214,79 @@ class DeployConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ObservabilityConfig:
-    """Debugger profiling, the state machine's execution log and the alarms.
+    """Debugger (optional), the training health rules and their alarms, TensorBoard, the execution log.
 
     Args:
+        debugger: give training jobs SageMaker Debugger's profiling and profiler rules (default false:
+            Debugger is closed to accounts that did not use it before 2026-07-30; the health rules below
+            work in every account).
         profiling_interval_ms: how often Debugger samples GPU, CPU, memory, network and I/O on every training
-            instance (default 500; one of 100, 200, 500, 1000, 5000, 60000).
+            instance, when ``debugger`` is on (default 500; one of 100, 200, 500, 1000, 5000, 60000).
+        profile_start, profile_steps: the TensorFlow profiler traces steps ``profile_start`` ..
+            ``profile_start + profile_steps - 1`` into the job's TensorBoard logs (defaults 20 and 5; 0 steps: none).
+        gpu_underused_percent: health rule and alarm: GPUs busy less than this (% per GPU) for
+            ``alarm_minutes`` (default 60).
+        input_bound_percent: more than this share of step time waiting for input (default 20).
+        loss_min_drop_percent: the loss must fall at least this much (relative) over ``loss_window_steps``
+            steps (defaults 1 and 500).
+        stalled_minutes: a job with no new step for this long (default 30).
+        memory_percent: peak device memory, or host memory, above this share (default 90).
+        max_skipped_steps: steps skipped for a non-finite loss or gradient (fp16) beyond this (default 10).
+        alarm_minutes: how long a health condition lasts before its alarm fires (default 15).
         state_machine_log_level: ``ALL`` (default: every state's start and end) or ``ERROR`` (failures only).
         log_execution_data: include each state's input and output in the log (default true).
         efs_throughput_alarm_percent: alarm when EFS throughput stays above this share of the permitted
             throughput for 5 minutes (default 80).
     """
 
+    debugger: bool = False
     profiling_interval_ms: int = 500
+    profile_start: int = 20
+    profile_steps: int = 5
+    gpu_underused_percent: int = 60
+    input_bound_percent: int = 20
+    loss_min_drop_percent: float = 1.0
+    loss_window_steps: int = 500
+    stalled_minutes: int = 30
+    memory_percent: int = 90
+    max_skipped_steps: int = 10
+    alarm_minutes: int = 15
     state_machine_log_level: str = "ALL"
     log_execution_data: bool = True
     efs_throughput_alarm_percent: int = 80
+
+    def health_rules(self) -> dict[str, float | int]:
+        """The thresholds train.py's health rules take (hyperparameter ``health_rules``)."""
+        names = (
+            "gpu_underused_percent", "input_bound_percent", "loss_min_drop_percent", "loss_window_steps",
+            "stalled_minutes", "memory_percent", "max_skipped_steps",
+        )  # fmt: skip
+        return {name: getattr(self, name) for name in names}
+
+
+@dataclasses.dataclass(frozen=True)
+class SecurityConfig:
+    """The compliance checks every synth must pass, and the Plan function's concurrency.
+
+    Args:
+        compliance_packs: the cdk-nag packs that run at synth, by class name without ``Checks``; an
+            unacknowledged finding of any fails synthesis. ``AwsSolutions`` always; any of ``NIST80053R5``,
+            ``HIPAASecurity``, ``PCIDSS321`` (default: all four).
+        plan_reserved_concurrency: concurrent executions reserved for the Plan function, and its cap
+            (default 5). 0 leaves it unreserved: for accounts at Lambda's quota of 10, where any
+            reservation fails deployment (AWS keeps 10 unreserved).
+    """
+
+    compliance_packs: tuple[str, ...] = COMPLIANCE_PACKS
+    plan_reserved_concurrency: int = 5
 
 
 @dataclasses.dataclass(frozen=True)
 class StageConfig:
     """Everything one deployment of the stack is configured with.
+
+    ``source_buckets``: buckets besides the stack's raw bucket that corpora and tokenizers may be read from;
+    the jobs' role (and the Plan function, for listing) may then read them.
 
     Example:
         >>> cfg = load_stage_config({"stage": "dev", "stages": {"dev": {"training": {"spot": False}}}})
@@ -236,12 +298,14 @@ class StageConfig:
     account: str = PLACEHOLDER_ACCOUNT
     region: str = "us-east-1"
     notification_email: str | None = None
+    source_buckets: tuple[str, ...] = ()
     network: NetworkConfig = NetworkConfig()
     storage: StorageConfig = StorageConfig()
     preprocessing: PreprocessingConfig = PreprocessingConfig()
     training: TrainingConfig = TrainingConfig()
     deploy: DeployConfig = DeployConfig()
     observability: ObservabilityConfig = ObservabilityConfig()
+    security: SecurityConfig = SecurityConfig()
 
     @property
     def stack_name(self) -> str:
@@ -264,9 +328,15 @@ def load_stage_config(context: dict[str, Any], default_account: str | None = Non
     name = context.get("stage") or "dev"
     if name not in stages:
         raise ConfigError("stage", name, f"one of the stages in cdk.json: {', '.join(sorted(stages)) or '(none)'}")
-    merged = deep_merge({"name": name, "account": default_account or PLACEHOLDER_ACCOUNT}, stages[name])
-    if context.get("config"):
-        merged = deep_merge(merged, _read_override_file(context["config"]))
+    layers = [stages[name], _read_override_file(context["config"]) if context.get("config") else {}]
+    for where, layer in zip((f"stages.{name}", "config"), layers, strict=True):
+        if isinstance(layer, dict) and "name" in layer:  # a second name would write another stage's stack
+            raise ConfigError(
+                f"{where}.name", layer["name"], f"no name: the stage's name comes from -c stage ({name!r})"
+            )
+    merged = {"name": name, "account": default_account or PLACEHOLDER_ACCOUNT}
+    for layer in layers:
+        merged = deep_merge(merged, layer)
     config = build_dataclass(StageConfig, merged, "")
     validate(config)
     return config
@@ -311,6 +381,8 @@ def build_dataclass(cls: type, data: Any, prefix: str) -> Any:
         hint = hints[key]
         if typing.get_origin(hint) is dict:
             values[key] = _check_mapping(f"{prefix}{key}", value)
+        elif typing.get_origin(hint) is tuple:
+            values[key] = _check_strings(f"{prefix}{key}", value)
         elif dataclasses.is_dataclass(hint):
             values[key] = build_dataclass(hint, value, f"{prefix}{key}.")
         else:
@@ -326,6 +398,13 @@ def _check_mapping(field: str, value: Any) -> dict[str, Any]:
         if not isinstance(item, int | float | str | bool):
             raise ConfigError(f"{field}.{key}", item, "a number, string or boolean")
     return dict(value)
+
+
+def _check_strings(field: str, value: Any) -> tuple[str, ...]:
+    """A JSON array of strings (e.g. pack or bucket names)."""
+    if not isinstance(value, list | tuple) or not all(isinstance(item, str) for item in value):
+        raise ConfigError(field, value, "a JSON array of strings")
+    return tuple(value)
 
 
 def _check_type(field: str, value: Any, hint: Any) -> Any:
@@ -370,13 +449,18 @@ def validate(config: StageConfig) -> None:
         r"[^@\s]+@[^@\s]+\.[^@\s]+", config.notification_email
     ):
         raise ConfigError("notification_email", config.notification_email, "an e-mail address or null")
+    for bucket in config.source_buckets:
+        if not re.fullmatch(BUCKET_NAME, bucket):
+            raise ConfigError("source_buckets", bucket, "S3 bucket names (3-63 lower-case letters, digits, '.', '-')")
     _validate_network(config.network)
     _validate_storage(config.storage)
     _validate_preprocessing(config.preprocessing)
     _validate_training(config.training)
     _one_of("deploy.instance_type", config.deploy.instance_type, INSTANCE_TYPES)
+    _accepted_by("deploy.instance_type", config.deploy.instance_type, "hosting")
     _positive("deploy.instance_count", config.deploy.instance_count)
     _validate_observability(config.observability)
+    _validate_security(config.security)
     if problem := fit_problem(config.training, config.preprocessing.vocab_size):  # pre-flight: will it fit?
         raise ConfigError("training", *problem)
 
@@ -402,9 +486,21 @@ def _validate_storage(storage: StorageConfig) -> None:
 
 def _validate_preprocessing(pre: PreprocessingConfig) -> None:
     _one_of("preprocessing.instance_type", pre.instance_type, INSTANCE_TYPES)
-    _positive("preprocessing.instance_count", pre.instance_count)
-    _positive("preprocessing.volume_size_gb", pre.volume_size_gb)
+    _accepted_by("preprocessing.instance_type", pre.instance_type, "processing")
+    limits = aws_limits()
+    _within(
+        "preprocessing.instance_count", pre.instance_count, limits.processing_instance_count, "ProcessingInstanceCount"
+    )
+    _within("preprocessing.volume_size_gb", pre.volume_size_gb, limits.processing_volume_gb, "ProcessingVolumeSizeInGB")
     _positive("preprocessing.shard_size_mb", pre.shard_size_mb)
+    largest = min(S3_MAX_OBJECT_MB, pre.volume_size_gb * 1024)  # a shard is written to the volume, then to S3
+    if pre.shard_size_mb > largest:
+        raise ConfigError(
+            "preprocessing.shard_size_mb",
+            pre.shard_size_mb,
+            f"at most {largest:,} MB: a shard fits the instance's volume (volume_size_gb {pre.volume_size_gb} x 1,024) "
+            f"and S3's 5 TiB object limit",
+        )
     if not 257 <= pre.vocab_size <= MAX_VOCAB:
         raise ConfigError("preprocessing.vocab_size", pre.vocab_size, f"257 (256 bytes + end-of-text) to {MAX_VOCAB:,}")
     if not 0.0 <= pre.validation_fraction < 0.5:
@@ -435,6 +531,7 @@ def _validate_training(train: TrainingConfig) -> None:
     ):
         _positive(f"training.{name}", getattr(train, name))
     _one_of("training.instance_type", train.instance_type, INSTANCE_TYPES)
+    _accepted_by("training.instance_type", train.instance_type, "training")
     devices = max(INSTANCE_TYPES[train.instance_type].gpus, 1)
     if devices % train.model_parallel_degree or train.model_parallel_degree > shape.n_layer:
         raise ConfigError(
@@ -447,35 +544,39 @@ def _validate_training(train: TrainingConfig) -> None:
     if train.precision == "bf16" and gpu == "V100":
         raise ConfigError("training.precision", "bf16", f"fp16 or fp32: {train.instance_type}'s V100 has no bfloat16")
     _one_of("training.data_parallel_engine", train.data_parallel_engine, ("multi_worker_mirrored", "mpi"))
+    if train.image_uri is not None and not re.fullmatch(ECR_IMAGE, train.image_uri):
+        raise ConfigError(
+            "training.image_uri", train.image_uri, "an ECR image URI, ACCOUNT.dkr.ecr.REGION.amazonaws.com/NAME:TAG"
+        )
+    if train.data_parallel_engine == "mpi" and train.image_uri is None:
+        raise ConfigError(
+            "training.data_parallel_engine",
+            "mpi",
+            "multi_worker_mirrored: the MPI engine runs the Horovod API, which the stock TensorFlow 2.21 image "
+            "does not ship (Horovod does not build against TF 2.21); set training.image_uri to an image with "
+            "Horovod to use it",
+        )
     _one_of("training.data_source", train.data_source, ("efs", "s3"))
     if train.max_run_hours > SAGEMAKER_MAX_RUN_HOURS:
         raise ConfigError("training.max_run_hours", train.max_run_hours, f"at most {SAGEMAKER_MAX_RUN_HOURS} (28 days)")
-    if train.global_batch_tokens % train.sequence_length:
-        raise ConfigError(
-            "training.global_batch_tokens",
-            train.global_batch_tokens,
-            f"a multiple of training.sequence_length ({train.sequence_length})",
-        )
-    per_step = train.micro_batch_size * train.data_parallel_replicas
-    sequences = train.global_batch_tokens // train.sequence_length
-    if sequences % per_step:
-        raise ConfigError(
-            "training.global_batch_tokens",
-            train.global_batch_tokens,
-            f"a multiple of sequence_length x micro_batch_size x replicas = {train.sequence_length} x "
-            f"{train.micro_batch_size} x {train.data_parallel_replicas} = {train.sequence_length * per_step:,} tokens",
-        )
-    _validate_pipeline(train, sequences // per_step)
+    _check_batch(train)
 
 
-def _validate_pipeline(train: TrainingConfig, micro_batches_per_replica: int) -> None:
-    """microbatches divides the micro-batches a replica runs per step; a pipeline needs one process per host."""
-    if train.microbatches < 0 or (train.microbatches and micro_batches_per_replica % train.microbatches):
-        raise ConfigError(
-            "training.microbatches",
-            train.microbatches,
-            f"0 or a divisor of the {micro_batches_per_replica} micro-batches per replica of a step",
+def _check_batch(train: TrainingConfig) -> None:
+    """The global batch splits into micro-batches over the replicas, and a pipeline's passes divide them."""
+    batch = training_module("batch")
+    try:
+        accumulation = batch.accumulation_steps(
+            train.global_batch_tokens, train.micro_batch_size, train.sequence_length, train.data_parallel_replicas
         )
+        batch.pipeline_microbatches(accumulation, train.microbatches)
+    except batch.BatchError as error:
+        raise ConfigError(f"training.{error.field}", error.value, error.expected) from error
+    _validate_pipeline(train)
+
+
+def _validate_pipeline(train: TrainingConfig) -> None:
+    """A pipeline needs one process per host."""
     if train.model_parallel_degree > 1 and train.data_parallel_engine == "mpi":
         raise ConfigError(
             "training.data_parallel_engine",
@@ -488,10 +589,50 @@ def _validate_pipeline(train: TrainingConfig, micro_batches_per_replica: int) ->
 def _validate_observability(obs: ObservabilityConfig) -> None:
     _one_of("observability.profiling_interval_ms", obs.profiling_interval_ms, PROFILING_INTERVALS_MS)
     _one_of("observability.state_machine_log_level", obs.state_machine_log_level, STATE_MACHINE_LOG_LEVELS)
-    if not 1 <= obs.efs_throughput_alarm_percent <= 100:
+    for name in ("efs_throughput_alarm_percent", "gpu_underused_percent", "input_bound_percent", "memory_percent"):
+        if not 1 <= getattr(obs, name) <= 100:
+            raise ConfigError(f"observability.{name}", getattr(obs, name), "a percentage from 1 to 100")
+    if not 0 <= obs.loss_min_drop_percent < 100:
         raise ConfigError(
-            "observability.efs_throughput_alarm_percent", obs.efs_throughput_alarm_percent, "a percentage from 1 to 100"
+            "observability.loss_min_drop_percent", obs.loss_min_drop_percent, "a percentage from 0 to 100"
         )
+    for name in ("loss_window_steps", "stalled_minutes", "alarm_minutes"):
+        _positive(f"observability.{name}", getattr(obs, name))
+    for name in ("profile_start", "profile_steps", "max_skipped_steps"):
+        if getattr(obs, name) < 0:
+            raise ConfigError(f"observability.{name}", getattr(obs, name), "a non-negative integer")
+
+
+def _validate_security(sec: SecurityConfig) -> None:
+    field = "security.compliance_packs"
+    for name in sec.compliance_packs:
+        _one_of(field, name, COMPLIANCE_PACKS)
+    if "AwsSolutions" not in sec.compliance_packs:
+        raise ConfigError(field, list(sec.compliance_packs), "a list that includes 'AwsSolutions' (it always runs)")
+    if len(set(sec.compliance_packs)) != len(sec.compliance_packs):
+        raise ConfigError(field, list(sec.compliance_packs), "each pack at most once")
+    if not 0 <= sec.plan_reserved_concurrency <= 1000:
+        raise ConfigError("security.plan_reserved_concurrency", sec.plan_reserved_concurrency, "0 (unreserved) to 1000")
+
+
+def _accepted_by(field: str, instance_type: str, api: str) -> None:
+    """``instance_type`` is one the API accepts (botocore's TrainingInstanceType, ProcessingInstanceType or
+    ProductionVariantInstanceType enum)."""
+    limits = aws_limits()
+    accepted = {
+        "training": limits.training_instance_types,
+        "processing": limits.processing_instance_types,
+        "hosting": limits.hosting_instance_types,
+    }[api]
+    if instance_type not in accepted:
+        known = [t for t in INSTANCE_TYPES if t in accepted]
+        raise ConfigError(field, instance_type, f"an instance type SageMaker {api} accepts: {', '.join(known)}")
+
+
+def _within(field: str, value: int, span: tuple[int, int], shape: str) -> None:
+    low, high = span
+    if not low <= value <= high:
+        raise ConfigError(field, value, f"{low} to {high:,} (SageMaker's limit, {shape})")
 
 
 def _divisor_near(shape: ModelShape) -> int:

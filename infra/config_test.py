@@ -54,7 +54,14 @@ def test_default_account_comes_from_the_caller_unless_the_stage_names_one():
         ({"training": {"spot": "yes"}}, "training.spot", "type bool"),
         ({"training": {"micro_batch_size": True}}, "training.micro_batch_size", "type int"),
         ({"training": {"instance_count": 0}}, "training.instance_count", "a positive integer"),
-        ({"preprocessing": {"instance_count": -1}}, "preprocessing.instance_count", "a positive integer"),
+        ({"preprocessing": {"instance_count": -1}}, "preprocessing.instance_count", "1 to 100 (SageMaker's limit"),
+        ({"preprocessing": {"instance_count": 500}}, "preprocessing.instance_count", "ProcessingInstanceCount"),
+        ({"preprocessing": {"volume_size_gb": 20_000}}, "preprocessing.volume_size_gb", "1 to 16,384"),
+        ({"preprocessing": {"shard_size_mb": 10**9}}, "preprocessing.shard_size_mb", "at most 204,800 MB"),
+        ({"deploy": {"instance_type": "ml.p3dn.24xlarge"}}, "deploy.instance_type", "SageMaker hosting accepts"),
+        ({"training": {"image_uri": "my-image"}}, "training.image_uri", "an ECR image URI"),
+        ({"source_buckets": "corpora"}, "source_buckets", "a JSON array of strings"),
+        ({"source_buckets": ["s3://corpora"]}, "source_buckets", "S3 bucket names"),
         ({"training": {"instance_type": "ml.p4d.24xlarg"}}, "training.instance_type", "did you mean 'ml.p4d.24xlarge'"),
         ({"preprocessing": {"instance_type": "c5.9xlarge"}}, "preprocessing.instance_type", "ml.c5.9xlarge"),
         ({"deploy": {"instance_type": "ml.x1.huge"}}, "deploy.instance_type", "one of"),
@@ -72,9 +79,9 @@ def test_default_account_comes_from_the_caller_unless_the_stage_names_one():
         (
             {"training": {"global_batch_tokens": 1000}},
             "training.global_batch_tokens",
-            "multiple of training.sequence_length",
+            "a multiple of micro_batch_size x sequence_length x replicas = 8 x 2,048 x 8 = 131,072 tokens",
         ),
-        ({"training": {"global_batch_tokens": 2048 * 12}}, "training.global_batch_tokens", "2048 x 8 x 8 = 131,072"),
+        ({"training": {"global_batch_tokens": 2048 * 12}}, "training.global_batch_tokens", "8 x 2,048 x 8 = 131,072"),
         ({"network": {"nat_gateways": 3}}, "network.nat_gateways", "1 to network.max_azs (2)"),
         ({"network": {"isolated": True}}, "network.nat_gateways", "0 when network.isolated"),
         ({"storage": {"efs_throughput_mode": "fast"}}, "storage.efs_throughput_mode", "elastic, bursting, provisioned"),
@@ -96,6 +103,11 @@ def test_default_account_comes_from_the_caller_unless_the_stage_names_one():
             "1 to 100",
         ),
         ({"observability": {"log_execution_data": "no"}}, "observability.log_execution_data", "type bool"),
+        ({"observability": {"debugger": "on"}}, "observability.debugger", "type bool"),
+        ({"observability": {"input_bound_percent": 101}}, "observability.input_bound_percent", "1 to 100"),
+        ({"observability": {"loss_min_drop_percent": -1}}, "observability.loss_min_drop_percent", "0 to 100"),
+        ({"observability": {"stalled_minutes": 0}}, "observability.stalled_minutes", "a positive integer"),
+        ({"observability": {"profile_steps": -1}}, "observability.profile_steps", "a non-negative integer"),
         ({"account": "12345"}, "account", "a 12-digit AWS account id"),
         ({"region": "us-east-9"}, "region", "did you mean"),
         ({"notification_email": "not-an-address"}, "notification_email", "an e-mail address"),
@@ -147,8 +159,25 @@ def test_microbatches_divide_a_replicas_micro_batches_and_pipelines_need_the_tf_
     assert config.training.microbatches == 4
     with pytest.raises(ConfigError, match=r"training.microbatches: 3 is not valid; expected 0 or a divisor of the 8"):
         load({"training": {"model_parallel_degree": 2, "microbatches": 3}})
+    image = "111122223333.dkr.ecr.us-east-1.amazonaws.com/tf-horovod:2.11"
     with pytest.raises(ConfigError, match=r"training.data_parallel_engine: 'mpi' is not valid; expected multi_worker"):
-        load({"training": {"model_parallel_degree": 2, "data_parallel_engine": "mpi"}})
+        load({"training": {"model_parallel_degree": 2, "data_parallel_engine": "mpi", "image_uri": image}})
+
+
+def test_the_mpi_engine_needs_an_image_with_horovod():
+    with pytest.raises(ConfigError, match=r"stock TensorFlow 2.21 image does not ship"):
+        load({"training": {"data_parallel_engine": "mpi"}})
+    image = "111122223333.dkr.ecr.us-east-1.amazonaws.com/tf-horovod:2.11"
+    assert load({"training": {"data_parallel_engine": "mpi", "image_uri": image}}).training.image_uri == image
+
+
+def test_the_stage_name_comes_from_the_command_line_only(tmp_path):
+    override = tmp_path / "o.json"
+    override.write_text('{"name": "prod"}')
+    with pytest.raises(ConfigError, match=r"config.name: 'prod' is not valid; expected no name: .* -c stage \('dev'\)"):
+        load_stage_config({"stage": "dev", "stages": {"dev": {}, "prod": {}}, "config": str(override)})
+    with pytest.raises(ConfigError, match=r"stages.dev.name"):
+        load_stage_config({"stage": "dev", "stages": {"dev": {"name": "prod"}}})
 
 
 def test_a_training_config_that_does_not_fit_names_the_smallest_change_that_does():
@@ -158,3 +187,27 @@ def test_a_training_config_that_does_not_fit_names_the_smallest_change_that_does
     assert error.value.field == "training"
     assert "needs 80.6 GiB per device" in str(error.value)
     assert "expected a layout that fits, e.g. training.recompute = true (38.4 of 40 GiB" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("security", "hint"),
+    [
+        ({"compliance_packs": ["AwsSolutions", "NIST80053"]}, "'NIST80053' is not valid; expected one of Aws"),
+        ({"compliance_packs": ["AwsSolutions", "HIPAASecurty"]}, "(did you mean 'HIPAASecurity'?)"),
+        ({"compliance_packs": ["NIST80053R5"]}, "includes 'AwsSolutions' (it always runs)"),
+        ({"compliance_packs": ["AwsSolutions", "AwsSolutions"]}, "each pack at most once"),
+        ({"compliance_packs": "AwsSolutions"}, "a JSON array of strings"),
+        ({"plan_reserved_concurrency": -1}, "0 (unreserved) to 1000"),
+    ],
+)
+def test_security_names_the_pack_or_setting_and_the_fix(security, hint):
+    with pytest.raises(ConfigError) as error:
+        load({"security": security})
+    assert error.value.field.startswith("security.")
+    assert hint in str(error.value)
+
+
+def test_compliance_packs_default_to_all_four_and_a_stage_may_choose_fewer():
+    assert load().security.compliance_packs == ("AwsSolutions", "NIST80053R5", "HIPAASecurity", "PCIDSS321")
+    chosen = load({"security": {"compliance_packs": ["AwsSolutions", "PCIDSS321"]}})
+    assert chosen.security.compliance_packs == ("AwsSolutions", "PCIDSS321")

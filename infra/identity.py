@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_efs as efs
@@ -10,24 +12,23 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from infra.images import DLC_ACCOUNT
-from infra.nag import acknowledge_wildcards, cfn_ref
-
-DLC_REPOSITORIES = ("tensorflow-training", "tensorflow-inference")
+from infra.images import repository_arn
+from infra.nag import acknowledge_wildcards, bucket_ref
 
 
 class SageMakerExecutionRole(Construct):
     """The execution role of the processing, training and hosting jobs.
 
-    Grants: read of the raw bucket; read/write of the datasets, checkpoints and models buckets; the
-    data key for those; NFS mount of the file system; the job network interfaces in this VPC; pulls
-    from the Deep Learning Containers repositories; the SageMaker log groups and metric namespaces.
+    Grants: read of the raw bucket and the stage's source buckets; read/write of the datasets, checkpoints
+    and models buckets; the data key for those; NFS mount of the file system; the job network interfaces in
+    this VPC; pulls from the repositories of the jobs' images; the SageMaker log groups and metric namespaces.
 
     Args:
         read_buckets, write_buckets: buckets the jobs read, and read and write.
         key: the data KMS key.
         file_system: the dataset file system.
         vpc: the VPC where jobs create their network interfaces.
+        images: the jobs' image URIs (their ECR repositories may be pulled from).
     """
 
     def __init__(
@@ -40,6 +41,7 @@ class SageMakerExecutionRole(Construct):
         key: kms.IKey,
         file_system: efs.IFileSystem,
         vpc: ec2.IVpc,
+        images: Iterable[str],
     ) -> None:
         super().__init__(scope, id)
         stack = Stack.of(self)
@@ -121,7 +123,7 @@ class SageMakerExecutionRole(Construct):
         add(
             iam.PolicyStatement(
                 actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
-                resources=[f"arn:aws:ecr:{stack.region}:{DLC_ACCOUNT}:repository/{r}" for r in DLC_REPOSITORIES],
+                resources=sorted({repository_arn(uri) for uri in images}),
             )
         )
         add(
@@ -147,6 +149,15 @@ class SageMakerExecutionRole(Construct):
         self.policy = policy
         self._acknowledge_wildcards(all_buckets, write_buckets)
 
+    def allow_image(self, image_uri: str) -> None:
+        """Pulls from the repository of the stage's custom training image (``training.image_uri``)."""
+        self.policy.add_statements(
+            iam.PolicyStatement(
+                actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
+                resources=[repository_arn(image_uri)],
+            )
+        )
+
     def _acknowledge_wildcards(self, buckets: list[s3.IBucket], write_buckets: list[s3.IBucket]) -> None:
         """Each wildcard above, with the reason it is as narrow as IAM allows."""
         stack = Stack.of(self)
@@ -157,8 +168,9 @@ class SageMakerExecutionRole(Construct):
         }
         for bucket in buckets:
             access = "read and write" if bucket in write_buckets else "read"
-            reasons[f"Resource::{cfn_ref(bucket)}/*"] = (
-                f"Jobs {access} objects under any key of this stack's own bucket; keys are chosen per execution."
+            reasons[f"Resource::{bucket_ref(bucket)}/*"] = (
+                f"Jobs {access} objects under any key of this bucket (the stack's own, or a source bucket the stage "
+                "lists); keys are chosen per execution."
             )
         for group in ("TrainingJobs:*", "ProcessingJobs:*", "Endpoints/*"):
             arn = f"arn:aws:logs:{stack.region}:{stack.account}:log-group:/aws/sagemaker/{group}"

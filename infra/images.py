@@ -1,37 +1,28 @@
-"""Container images of the jobs: AWS Deep Learning Containers for TensorFlow 2.21.
+"""The jobs' container images: which TensorFlow Deep Learning Containers, and how settings name them.
 
-The SageMaker Python SDK's image table stops at TensorFlow 2.19 (it raises "Unsupported tensorflow
-version" for 2.21), so this is the project's own table, kept to what AWS publishes
-(see ../shared/reference/aws-facts.md). Update it here, and only here, for a new release.
+The URIs themselves come from the SageMaker SDK's table at synth (``infra/sdk_tables.py``); this module is
+standard library only, so the Plan function picks an image by key from its settings.
 """
 
 from __future__ import annotations
 
-DLC_ACCOUNT = "763104351884"  # the Deep Learning Containers registry in every commercial region
-TENSORFLOW_VERSION = "2.21.0"
-PYTHON_TAG = "py312"
+import re
 
-# ---- Our table (not in the SageMaker SDK) ------------------------------------------------------
-TRAINING_TAGS = {
-    "gpu": f"{TENSORFLOW_VERSION}-gpu-{PYTHON_TAG}-cu129-amzn2023-sagemaker",
-    "cpu": f"{TENSORFLOW_VERSION}-cpu-{PYTHON_TAG}-amzn2023-sagemaker",
-}
-# TensorFlow Serving images lag the training images; 2.19 serves SavedModels exported by 2.21
-# (the SavedModel format is stable across these versions). Not confirmed for every region: check
-# the Deep Learning Containers release notes before changing the region.
-INFERENCE_TAGS = {"gpu": "2.19.0-gpu", "cpu": "2.19.0-cpu"}
-# ------------------------------------------------------------------------------------------------
+TENSORFLOW_VERSION = "2.21"  # training and processing
+SERVING_VERSION = "2.20"  # TensorFlow Serving: the newest the SDK knows; it serves SavedModels of 2.21
+PYTHON_VERSION = "py312"
+IMAGE_KEYS = ("training-cpu", "training-gpu", "inference-cpu", "inference-gpu")
 
 
-def _uri(repository: str, region: str, tag: str) -> str:
-    return f"{DLC_ACCOUNT}.dkr.ecr.{region}.amazonaws.com/{repository}:{tag}"
+def image_key(scope: str, *, gpu: bool) -> str:
+    """``training`` or ``inference``, CPU or GPU: the image's key in ``StackSettings.images``."""
+    return f"{scope}-{'gpu' if gpu else 'cpu'}"
 
 
-def training_image(region: str, *, gpu: bool) -> str:
-    """The TensorFlow training image, e.g. for processing (CPU) and training (GPU) jobs."""
-    return _uri("tensorflow-training", region, TRAINING_TAGS["gpu" if gpu else "cpu"])
-
-
-def inference_image(region: str, *, gpu: bool) -> str:
-    """The TensorFlow Serving image for the endpoint."""
-    return _uri("tensorflow-inference", region, INFERENCE_TAGS["gpu" if gpu else "cpu"])
+def repository_arn(image_uri: str) -> str:
+    """The ECR repository an image URI names: ``<account>.dkr.ecr.<region>.<suffix>/<repo>:<tag>``."""
+    registry, _, rest = image_uri.partition("/")
+    account, _, _, region, *_ = registry.split(".")
+    partition = "aws-cn" if region.startswith("cn-") else "aws-us-gov" if region.startswith("us-gov-") else "aws"
+    repository = re.split(r"[:@]", rest)[0]  # a tag (:2.21-gpu-py312) or a digest (@sha256:...)
+    return f"arn:{partition}:ecr:{region}:{account}:repository/{repository}"

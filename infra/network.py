@@ -9,6 +9,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.config import NetworkConfig
+from infra.nag import acknowledge_compliance
 
 # Interface endpoints a job needs when the subnets have no route to the internet.
 ISOLATED_ENDPOINTS = {
@@ -34,6 +35,20 @@ JOB_S3_ACTIONS = [
 ]
 
 
+# Why the jobs' group admits all traffic from itself (the compliance packs' EC2RestrictedCommonPorts).
+BETWEEN_HOSTS = (
+    "Admits only members of this group, the hosts of SageMaker jobs (DataSync has a group of its own), not an "
+    "address range. SageMaker requires all traffic between them for EFA instance types (p4d, p5: EFA's transport "
+    "has no ports), and inter-container traffic encryption adds IPsec (UDP 500, IP protocol 50); the instance "
+    "type is chosen per execution, so the rule cannot be narrowed to one type's needs."
+)
+PUBLIC_ROUTE = (
+    "The public subnet holds only the NAT gateway that gives the jobs' private subnets egress; nothing else is "
+    "placed here, and no subnet a job runs in routes to the internet gateway. Stages for regulated data set "
+    "network.isolated, which has no internet gateway at all."
+)
+
+
 class Network(Construct):
     """Private subnets for the jobs, a security group they share, and VPC flow logs.
 
@@ -50,7 +65,12 @@ class Network(Construct):
         private = ec2.SubnetType.PRIVATE_ISOLATED if config.isolated else ec2.SubnetType.PRIVATE_WITH_EGRESS
         subnets = [ec2.SubnetConfiguration(name="jobs", subnet_type=private, cidr_mask=20)]
         if not config.isolated:
-            subnets.append(ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24))
+            # Only the NAT gateways live here, on Elastic IPs: nothing gets a public address on launch.
+            subnets.append(
+                ec2.SubnetConfiguration(
+                    name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24, map_public_ip_on_launch=False
+                )
+            )
         # The role VPC Flow Logs delivers with, assumable only for flow logs of this account (confused deputy).
         stack = Stack.of(self)
         flow_logs_role = iam.Role(
@@ -96,6 +116,12 @@ class Network(Construct):
         self.jobs_security_group.add_ingress_rule(
             self.jobs_security_group, ec2.Port.all_traffic(), "Traffic between hosts of a distributed job"
         )
+        (between_hosts,) = [
+            c for c in self.jobs_security_group.node.children if isinstance(c, ec2.CfnSecurityGroupIngress)
+        ]
+        acknowledge_compliance(between_hosts, {"EC2RestrictedCommonPorts": BETWEEN_HOSTS})
+        for public in self.vpc.public_subnets:
+            acknowledge_compliance(public, {"VPCNoUnrestrictedRouteToIGW": PUBLIC_ROUTE})
         if config.isolated:
             self._add_interface_endpoints()
 

@@ -1,17 +1,17 @@
-"""Model presets, read from the training package's own table (``training/gpt/presets.json``).
+"""Model presets, from the training package's own table and code (``training/gpt/presets.py``).
 
-infra/ reads that JSON file instead of importing the training code, so synthesis never imports
-TensorFlow and the table exists once.
+infra loads that standard-library module by path (``infra/training_code.py``) instead of importing the
+training package, so synthesis never imports TensorFlow, and the table, its recipe and the per-block
+parameter formula exist once.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import json
-from pathlib import Path
+from typing import Any
 
-PRESETS_FILE = Path(__file__).resolve().parent.parent / "training" / "gpt" / "presets.json"
+from infra.training_code import training_module
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,25 +23,27 @@ class ModelShape:
     n_head: int
 
     def parameters(self, vocab_size: int, sequence_length: int) -> int:
-        """Closed-form parameter count with a tied output projection.
+        """Closed-form parameter count with a tied output projection (``gpt/presets.py``'s ``parameter_count``).
 
-        Per block: attention 4·d² + 4·d, feed-forward 8·d² + 5·d, two layer norms 4·d = 12·d² + 13·d.
-        Embeddings: (vocab + context)·d; final layer norm 2·d.
         E.g. gpt3-125m: 12 x (12·768² + 13·768) + (50,257 + 2,048)·768 + 2·768 = 125.2 M.
         """
-        d = self.d_model
-        return self.n_layer * (12 * d * d + 13 * d) + (vocab_size + sequence_length) * d + 2 * d
+        return training_module("presets").parameter_count(self, vocab_size=vocab_size, sequence_length=sequence_length)
+
+
+def block_parameters(d_model: int) -> int:
+    """One decoder block: 12d² + 13d (``gpt/presets.py``'s formula)."""
+    return training_module("presets").block_parameters(d_model)
+
+
+def preset_rows() -> dict[str, Any]:
+    """Preset name -> the training package's ``Preset`` (shape and recipe)."""
+    return training_module("presets").load_presets()
 
 
 @functools.cache
 def model_presets() -> dict[str, ModelShape]:
     """Preset name -> shape, from ``training/gpt/presets.json``."""
-    table = json.loads(PRESETS_FILE.read_text())
-    return {
-        name: ModelShape(row["n_layer"], row["d_model"], row["n_head"])
-        for name, row in table.items()
-        if not name.startswith("_")
-    }
+    return {name: ModelShape(row.n_layer, row.d_model, row.n_head) for name, row in preset_rows().items()}
 
 
 def shape_of(

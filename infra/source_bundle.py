@@ -91,10 +91,16 @@ class TrainingPackage(Construct):
         CfnOutput(self, "SourceDirUri", value=self.s3_uri, description="sourcedir.tar.gz of the training package")
 
     def grant_read(self, role: iam.IRole) -> None:
-        """Read access to exactly this object (not the whole assets bucket)."""
+        """Read access to exactly this object (not the whole assets bucket), and the listing of it that a
+        processing job's ``S3Prefix`` input makes first (a listing limited to keys that start with its key)."""
+        key = self.asset.s3_object_key
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["s3:GetObject"], resources=[f"{self.asset.bucket.bucket_arn}/{key}"])
+        )
         role.add_to_principal_policy(
             iam.PolicyStatement(
-                actions=["s3:GetObject"],
-                resources=[f"{self.asset.bucket.bucket_arn}/{self.asset.s3_object_key}"],
+                actions=["s3:ListBucket"],
+                resources=[self.asset.bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": f"{key}*"}},
             )
         )

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import aws_cdk as cdk
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from infra.buckets import DataBuckets
@@ -16,13 +18,15 @@ from infra.file_system import DATASETS_PATH, DatasetFileSystem
 from infra.identity import SageMakerExecutionRole
 from infra.instances import INSTANCE_TYPES
 from infra.log_groups import encrypted_log_group
+from infra.nag import acknowledge_inline_policies
 from infra.network import Network
 from infra.notifications import Notifications
 from infra.observability import console_links
 from infra.observability.alarms import WorkflowAlarms
 from infra.observability.dashboard import TrainingDashboard
+from infra.observability.health_alarms import HealthAlarms
 from infra.observability.job_events import JobFailureNotifications
-from infra.observability.rule_images import rule_evaluator_image
+from infra.sdk_tables import sdk_settings
 from infra.source_bundle import TrainingPackage
 from infra.workflow.datasync import DatasetSync
 from infra.workflow.plan_function import PlanFunction
@@ -61,20 +65,29 @@ class PretrainingStack(cdk.Stack):
             key=self.key,
             config=storage,
         )
+        self.sdk = sdk_settings(config.region)
         self.package = TrainingPackage(self, "TrainingPackage", isolated=config.network.isolated)
+        # Buckets of corpora and tokenizers besides the raw bucket (the stage's source_buckets): read only.
+        self.source_buckets = [
+            s3.Bucket.from_bucket_name(self, f"SourceBucket{i}", name) for i, name in enumerate(config.source_buckets)
+        ]
         self.execution_role = SageMakerExecutionRole(
             self,
             "SageMakerExecution",
-            read_buckets=[self.buckets.raw],
+            read_buckets=[self.buckets.raw, *self.source_buckets],
             write_buckets=[self.buckets.datasets, self.buckets.checkpoints, self.buckets.models],
             key=self.key,
             file_system=self.file_system.file_system,
             vpc=self.network.vpc,
+            images=self.sdk["images"].values(),
         )
         self.package.grant_read(self.execution_role.role)
+        if config.training.image_uri:
+            self.execution_role.allow_image(config.training.image_uri)
         self._workflow(config)
         self._observability(config)
         self._outputs()
+        acknowledge_inline_policies(self)
 
     def _workflow(self, config: StageConfig) -> None:
         """The Plan function, the DataSync task, the topic and the state machine that ties them together."""
@@ -95,8 +108,8 @@ class PretrainingStack(cdk.Stack):
             subnet_ids=network.vpc.select_subnets(**network.job_subnets._values).subnet_ids,
             security_group_ids=[network.jobs_security_group.security_group_id],
             source_dir_uri=self.package.s3_uri,
-            rule_evaluator_image=rule_evaluator_image(config.region),
-            stage=dataclasses.asdict(config),
+            **self.sdk,
+            stage=json.loads(json.dumps(dataclasses.asdict(config))),  # JSON values only: jsii takes no tuple
         )
         plan = PlanFunction(
             self,
@@ -105,7 +118,9 @@ class PretrainingStack(cdk.Stack):
             key=self.key,
             datasets=buckets.datasets,
             raw=buckets.raw,
+            sources=self.source_buckets,
             log_group=self._log_group("PlanLogs", config),
+            reserved_concurrency=config.security.plan_reserved_concurrency,
         )
         sync = DatasetSync(
             self,
@@ -114,8 +129,8 @@ class PretrainingStack(cdk.Stack):
             key=self.key,
             file_system=self.file_system.file_system,
             access_point=self.file_system.datasets_access_point,
+            vpc=network.vpc,
             subnet=network.vpc.select_subnets(**network.job_subnets._values).subnets[0],
-            security_group=network.jobs_security_group,
         )
         self.notifications = Notifications(self, "Notifications", key=self.key, email=config.notification_email)
         self.workflow = Workflow(
@@ -125,10 +140,12 @@ class PretrainingStack(cdk.Stack):
             job_prefix=job_prefix,
             execution_role_arn=self.execution_role.role.role_arn,
             datasync_task=sync.task,
+            key=self.key,
             topic=self.notifications.topic,
             log_level=config.observability.state_machine_log_level,
             include_execution_data=config.observability.log_execution_data,
             log_group=self._log_group("WorkflowLogs", config),
+            debugger=config.observability.debugger,
         )
         # SnsPublish grants sns:Publish only; the encrypted topic also needs its key, through SNS.
         self.notifications.grant_publish(self.workflow.state_machine)
@@ -139,7 +156,7 @@ class PretrainingStack(cdk.Stack):
         return self.log_groups[id]
 
     def _observability(self, config: StageConfig) -> None:
-        """Alarms and job-failure e-mails to the topic, and the dashboard that shows them."""
+        """Alarms (workflow, EFS, training health) and job-failure e-mails to the topic, and the dashboard."""
         topic, fs_id = self.notifications.topic, self.file_system.file_system.file_system_id
         machine = self.workflow.state_machine
         self.alarms = WorkflowAlarms(
@@ -151,6 +168,10 @@ class PretrainingStack(cdk.Stack):
             key=self.key,
             efs_throughput_percent=config.observability.efs_throughput_alarm_percent,
         )
+        gpus = INSTANCE_TYPES[config.training.instance_type].gpus
+        self.health_alarms = HealthAlarms(
+            self, "HealthAlarms", config=config.observability, gpus_per_host=gpus, topic=topic
+        )
         JobFailureNotifications(self, "JobFailures", job_prefix=self.job_prefix, notifications=self.notifications)
         self.dashboard = TrainingDashboard(
             self,
@@ -158,8 +179,8 @@ class PretrainingStack(cdk.Stack):
             state_machine=machine,
             file_system_id=fs_id,
             job_prefix=self.job_prefix,
-            gpus_per_host=INSTANCE_TYPES[config.training.instance_type].gpus,
-            alarms=self.alarms.alarms,
+            gpus_per_host=gpus,
+            alarms=self.alarms.alarms + self.health_alarms.alarms,
         ).dashboard
 
     def _outputs(self) -> None:

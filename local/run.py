@@ -46,28 +46,37 @@ def synthesize(stage: str, cdk_out: Path) -> str:
 
 
 def read_input(path: Path | None) -> dict:
+    """local/default-input.json with the given input over it (the run adds the sample corpus unless it names one)."""
     data = json.loads(DEFAULT_INPUT.read_text())
-    if path:
-        data = deep_merge(data, json.loads(path.read_text()))
-    return data
+    return deep_merge(data, json.loads(path.read_text())) if path else data
 
 
-def run(stage: str, execution_input: dict, execution_name: str, runs: Path, corpus_mb: int = 24) -> int:
+def run(
+    stage: str,
+    execution_input: dict,
+    execution_name: str,
+    runs: Path,
+    corpus_mb: int = 24,
+    only_required_members: bool = False,
+) -> int:
     cdk_out = runs / "cdk.out"
     name = synthesize(stage, cdk_out)
     stack = LocalStack.load(cdk_out, name)
     store = FolderStore(runs / "s3")
     stack.publish_assets(store)
-    raw_bucket = stack.settings().raw_bucket
-    if not store.list(f"s3://{raw_bucket}/"):
-        paths = write_corpus(store.path(f"s3://{raw_bucket}/sample/"), total_mb=corpus_mb)
-        print(f"Wrote a sample corpus of {len(paths)} jsonl.zst files to s3://{raw_bucket}/sample/", flush=True)
+    sample_uri = f"s3://{stack.settings().raw_bucket}/sample/"
+    if not store.list(sample_uri):
+        paths = write_corpus(store.path(sample_uri), total_mb=corpus_mb)
+        print(f"Wrote a sample corpus of {len(paths)} jsonl.zst files to {sample_uri}", flush=True)
 
     execution_dir = runs / "executions" / execution_name
     execution_dir.mkdir(parents=True, exist_ok=True)
-    context = RunContext(str(cdk_out), name, str(runs / "s3"), str(runs / "efs"), str(execution_dir))
+    context = RunContext(
+        str(cdk_out), name, str(runs / "s3"), str(runs / "efs"), str(execution_dir), only_required_members
+    )
     (execution_dir / "context.json").write_text(json.dumps(dataclasses.asdict(context), indent=2))
     (execution_dir / "definition.json").write_text(json.dumps(stack.definition(), indent=2))
+    execution_input = deep_merge({"corpus": {"s3_uri": sample_uri}}, execution_input)  # unless it names one
     (execution_dir / "input.json").write_text(json.dumps(execution_input, indent=2))
     result_path = execution_dir / "result.json"
     print(f"Execution {execution_name}: input {execution_dir / 'input.json'}\n", flush=True)
@@ -91,6 +100,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--execution-name", default=time.strftime("local-%Y%m%d-%H%M%S"))
     parser.add_argument("--runs", type=Path, default=ROOT / "runs", help="where the local S3, EFS and jobs live")
     parser.add_argument("--corpus-mb", type=int, default=24, help="size of the sample corpus written on first use")
+    parser.add_argument(
+        "--only-required-members",
+        action="store_true",
+        help="answer every service call without the response members its API model marks optional",
+    )
     args = parser.parse_args(argv)
     try:  # a bad stage or input file is one line, before the synth
         context = json.loads((ROOT / "cdk.json").read_text())["context"]
@@ -99,7 +113,14 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, OSError, ValueError) as error:
         print(f"error: {user_message(error) or error}", file=sys.stderr)
         return 2
-    return run(args.stage, execution_input, args.execution_name, args.runs.resolve(), args.corpus_mb)
+    return run(
+        args.stage,
+        execution_input,
+        args.execution_name,
+        args.runs.resolve(),
+        args.corpus_mb,
+        args.only_required_members,
+    )
 
 
 if __name__ == "__main__":

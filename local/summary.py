@@ -11,6 +11,7 @@ from infra.workflow.object_store import FolderStore
 
 TRAIN_LINE = re.compile(r"\[train\] step=(\d+) loss=([0-9.eE+-]+)")
 VALID_LINE = re.compile(r"\[valid\] step=(\d+) val_loss=([0-9.eE+-]+) val_ppl=([0-9.eE+-]+|inf)")
+VERDICT_LINE = re.compile(r"\[verdict\] (.+)$")
 
 
 def training_log(execution_dir: Path, job_name: str) -> list[str]:
@@ -89,12 +90,17 @@ def summarize(result: dict[str, Any], store: FolderStore, execution_dir: Path, s
             f"  Validation     loss {float(valid[-1][2]):.3f}, perplexity {valid[-1][3]} at step {valid[-1][1]}"
         )
     report += [
-        f"  Model archive  {store.path(output['training']['ModelArtifacts'])}",
+        f"  Model archive  {store.path(output['training']['Job']['ModelArtifacts']['S3ModelArtifacts'])}",
         f"  Tokenizer      {store.path(plan['dataset_uri'] + 'tokenizer.json')}",
         f"  Checkpoints    {store.path(plan['checkpoint_uri'])}",
     ]
     if curve:
         report.append(f"  Loss curve     {curve}")
+    training_report = store.path(plan["training_report_uri"])
+    if training_report.is_file():
+        report.append(f"  Report         {training_report}")
+    verdicts = [m[1] for m in map(VERDICT_LINE.search, lines) if m]
+    report += [f"  Health         {verdict}" for verdict in verdicts]
     if samples:
         report.append(f"  Sample         {samples[-1][:300]!r}")
     if "deployment" in output:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import botocore.session
+
 from infra.workflow.object_store import FolderStore
 from infra.workflow.plan import plan_execution
 from local import datasync, hosting
@@ -37,10 +39,37 @@ class RunContext:
     store: str  # the folder standing in for S3
     efs: str  # the folder standing in for the file system
     execution_dir: str  # jobs, endpoints and notifications of this execution
+    only_required_members: bool = False  # answer without the optional members AWS may leave out
 
     @classmethod
     def read(cls, path: str | Path) -> RunContext:
         return cls(**json.loads(Path(path).read_text()))
+
+
+# The operation whose output shape each answer has (a .sync job's answer is its Describe*).
+ANSWER_SHAPES = {
+    f"{SAGEMAKER}createProcessingJob.sync": ("sagemaker", "DescribeProcessingJob"),
+    f"{SAGEMAKER}createTrainingJob.sync": ("sagemaker", "DescribeTrainingJob"),
+    f"{SAGEMAKER}createModel": ("sagemaker", "CreateModel"),
+    f"{SAGEMAKER}createEndpointConfig": ("sagemaker", "CreateEndpointConfig"),
+    f"{SAGEMAKER}createEndpoint": ("sagemaker", "CreateEndpoint"),
+    f"{SDK}sagemaker:describeEndpoint": ("sagemaker", "DescribeEndpoint"),
+    f"{SDK}datasync:startTaskExecution": ("datasync", "StartTaskExecution"),
+    f"{SDK}datasync:describeTaskExecution": ("datasync", "DescribeTaskExecution"),
+}
+# Optional in the model, but what a poll needs: without the execution's ARN the workflow fails (notified), without
+# a status it waits for ever; kept, so that such a run shows every other member's absence end to end.
+POLLED = {"TaskExecutionArn", "Status", "EndpointStatus"}
+
+
+def required_members_only(resource: str, answer: Any) -> Any:
+    """The answer without the top-level members its botocore output shape does not require."""
+    if resource not in ANSWER_SHAPES or not isinstance(answer, dict):
+        return answer
+    service, operation = ANSWER_SHAPES[resource]
+    shape = botocore.session.get_session().get_service_model(service).operation_model(operation).output_shape
+    keep = set(shape.required_members) | POLLED
+    return {name: value for name, value in answer.items() if name in keep}
 
 
 def handle(context: RunContext, resource: str, parameters: Any) -> Any:
@@ -99,7 +128,10 @@ def main() -> int:
     context = RunContext.read(context_path)
     Path(context.execution_dir).mkdir(parents=True, exist_ok=True)
     try:
-        result = {"ok": handle(context, request["resource"], request["input"])}
+        answer = handle(context, request["resource"], request["input"])
+        if context.only_required_members:
+            answer = required_members_only(request["resource"], answer)
+        result = {"ok": answer}
         code = 0
     except Exception as error:  # every failure goes back to the interpreter, which applies Retry and Catch
         result = {"error": as_step_functions_error(error)}

@@ -26,6 +26,11 @@ ROLES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
         (),
         ("service-role/AWSLambdaBasicExecutionRole",),
     ),
+    "Efs/Backup/Plan/FileSystem/Role": (
+        "service:backup.amazonaws.com",
+        (),
+        ("service-role/AWSBackupServiceRolePolicyForBackup",),
+    ),
 }
 
 AUTO_DELETE = "role:Custom::S3AutoDeleteObjectsCustomResourceProvider/Role"
@@ -39,6 +44,7 @@ PERMISSIONS: dict[str, dict[str, list[str]]] = {
         "self": [
             "s3:GetBucketLocation",
             "s3:ListBucket",
+            "s3:ListBucket if s3:prefix",
             "s3:GetObject",
             "s3:PutObject",
             "s3:DeleteObject",
@@ -74,6 +80,7 @@ PERMISSIONS: dict[str, dict[str, list[str]]] = {
     "Plan/Role": {
         "self": [
             "s3:ListBucket",
+            "s3:GetObject",
             "s3:PutObject",
             "kms:GenerateDataKey if kms:ViaService",
             "kms:Decrypt",
@@ -98,6 +105,7 @@ PERMISSIONS: dict[str, dict[str, list[str]]] = {
             "sagemaker:CreateEndpointConfig",
             "sagemaker:CreateEndpoint",
             "sagemaker:DescribeEndpoint",
+            "kms:CreateGrant if kms:GrantIsForAWSResource, kms:ViaService",
             "iam:PassRole if iam:PassedToService",
             "events:PutTargets",
             "events:PutRule",
@@ -215,6 +223,7 @@ ONLY_WITH: dict[str, list[tuple[str, str | None]]] = {
         ("Custom::S3AutoDeleteObjectsCustomResourceProvider/Role", None),
         *((f"Buckets/{name}", AUTO_DELETE) for name in ("AccessLogs", "Raw", "Datasets", "Checkpoints", "Models")),
     ],
+    "retain_data": [("Efs/Backup/Plan/FileSystem/Role", None)],
     "isolated": [
         (f"Network/Vpc/{name}", None)
         for name in ("S3", "SageMakerApi", "SageMakerRuntime", "EcrApi", "EcrDocker", "Logs", "Monitoring", "Sts")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -34,7 +35,7 @@ TINY = {
 }
 
 
-def local_run(runs: Path, name: str, overrides: dict, tmp_path: Path, **popen) -> subprocess.Popen:
+def local_run(runs: Path, name: str, overrides: dict, tmp_path: Path, *flags: str, **popen) -> subprocess.Popen:
     input_file = tmp_path / f"{name}.json"
     input_file.write_text(json.dumps(overrides))
     argv = [
@@ -49,6 +50,7 @@ def local_run(runs: Path, name: str, overrides: dict, tmp_path: Path, **popen) -
         str(input_file),
         "--corpus-mb",
         "4",
+        *flags,
     ]
     return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
 
@@ -73,12 +75,16 @@ def test_full_run_produces_a_model_that_loads_and_answers(runs: Path, tmp_path: 
     out = result(runs, "full")["output"]
     for state in ("▶ Plan", "▶ TrainTokenizer", "▶ WriteShards", "▶ StartDataSync", "▶ Train", "▶ CreateEndpoint"):
         assert state in output
-    metrics = {m["MetricName"]: m["Value"] for m in out["training"]["FinalMetrics"]}
+    metrics = {m["MetricName"]: m["Value"] for m in out["training"]["Job"]["FinalMetricDataList"]}
     assert {"train:loss", "train:tokens_per_second", "validation:loss", "validation:perplexity"} <= set(metrics)
     assert out["deployment"]["status"]["EndpointStatus"] == "InService"  # the exported model loaded and generated
     assert out["deployment"]["status"]["Response"][0]["generated_text"].startswith("def main(")
     assert "Execution SUCCEEDED" in output and "Training loss" in output
     assert (runs / "executions" / "full" / "loss.png").stat().st_size > 1000
+    assert "Health         input-bound: " in output and "Health         loss not decreasing: " in output
+    report = re.search(r"Report         (\S+training-report\.html)", output)[1]
+    assert Path(report).read_text().count("<svg") == 6  # uploaded with the job's TensorBoard folder
+    assert "health:input_wait_percent" in metrics
 
 
 def test_corrupt_corpus_takes_the_failure_path(tmp_path: Path):
@@ -118,8 +124,10 @@ def test_stopped_run_resumes_from_its_checkpoint(runs: Path, tmp_path: Path):
     first.communicate()
     assert any(checkpoints.glob("*")), "no checkpoint was written before the stop"
 
-    code, output = finish(local_run(runs, "second", longer, tmp_path))
+    # Answered with only the members each API model requires: no state may depend on an optional one.
+    code, output = finish(local_run(runs, "second", longer, tmp_path, "--only-required-members"))
     assert code == 0, output[-3000:]
+    assert "Final metrics: []. Training time: unknown s (billed unknown s)" in output
     config = next(line for line in output.splitlines() if "[config]" in line)
     start_step = int(config.split("start_step=")[1].split()[0])
     assert start_step >= 10  # resumed, not started over

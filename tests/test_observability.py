@@ -86,6 +86,12 @@ def test_dashboard_has_the_workflow_host_progress_and_efs_charts(widgets: list[d
         "Tokens per second",
         "Learning rate",
         "Model FLOPs utilization (0-1)",
+        "Step time: input wait, compute, sync (%)",
+        "Gradient norm (before clipping)",
+        "Peak device memory (%)",
+        "Seconds since the last step",
+        "Loss drop over the loss window (%)",
+        "Steps skipped (non-finite gradient)",
         "EFS throughput vs permitted",
         "EFS client connections",
         "EFS storage (GiB)",
@@ -98,12 +104,12 @@ def test_dashboard_has_the_workflow_host_progress_and_efs_charts(widgets: list[d
         "ExecutionsTimedOut",
         "ExecutionsAborted",
     ]
-    assert any(w["type"] == "alarm" and len(w["properties"]["alarms"]) == 3 for w in widgets)
+    assert any(w["type"] == "alarm" and len(w["properties"]["alarms"]) == 3 + 7 for w in widgets)  # + health
 
 
 def test_every_search_is_valid_and_limited_to_this_stacks_jobs(widgets: list[dict]):
     expressions = [e for metrics in graphs(widgets).values() for e in searches(metrics)]
-    assert len(expressions) == 12  # 5 training host, 2 processing host, 5 training-log metrics
+    assert len(expressions) == 20  # 5 training host, 2 processing host, 5 training-log + 8 health metrics
     for expression in expressions:
         assert check_search(expression) == [], expression
         assert re.search(r" (Host|TrainingJobName)=gpt-dev'", expression), expression
@@ -119,7 +125,8 @@ def test_host_charts_search_per_host_and_progress_charts_per_job(widgets: list[d
     loss = searches(charts["Loss (train and validation)"])
     assert [re.search(r'MetricName="([^"]+)"', e)[1] for e in loss] == ["train:loss", "validation:loss"]
     defined = {d["Name"] for d in METRIC_DEFINITIONS}
-    for title in ("Loss (train and validation)", "Tokens per second", "Learning rate", "Model FLOPs utilization (0-1)"):
+    progress = ("Loss (train and validation)", "Tokens per second", "Learning rate", "Model FLOPs utilization (0-1)")
+    for title in (*progress, "Step time: input wait, compute, sync (%)", "Seconds since the last step"):
         for expression in searches(charts[title]):
             assert "TrainingJobName}" in expression
             assert re.search(r'MetricName="([^"]+)"', expression)[1] in defined
@@ -141,10 +148,52 @@ def test_text_widgets_say_what_healthy_looks_like(widgets: list[dict]):
     assert "CreateProcessingJob takes no Debugger profiling configuration" in text
 
 
+def test_health_alarms_are_metrics_insights_queries_to_the_topic_that_ignore_missing_data(template: dict):
+    topic = {"Ref": next(iter(resources(template, "AWS::SNS::Topic")))}
+    health = {k: r["Properties"] for k, r in resources(template, "AWS::CloudWatch::Alarm").items() if "Health" in k}
+    queries = {}
+    for props in health.values():
+        (query,) = props["Metrics"]
+        queries[query["Label"]] = (query["Expression"], props["ComparisonOperator"], props["Threshold"])
+        assert (query["Period"], query["ReturnData"]) == (300, True)
+        assert props["AlarmActions"] == [topic] and props["TreatMissingData"] == "notBreaching"
+    ns = '"/aws/sagemaker/TrainingJobs"'
+    assert queries == {  # the dev stage: ml.g5.12xlarge, 4 GPUs a host; default thresholds
+        "GpusUnderused": (f'SELECT MIN("GPUUtilization") FROM SCHEMA({ns}, Host)', "LessThanThreshold", 240),
+        "InputBound": (
+            f'SELECT MAX("health:input_wait_percent") FROM SCHEMA({ns}, TrainingJobName)',
+            "GreaterThanThreshold",
+            20,
+        ),
+        "LossNotDecreasing": (
+            f'SELECT MIN("health:loss_drop_percent") FROM SCHEMA({ns}, TrainingJobName)',
+            "LessThanThreshold",
+            1,
+        ),
+        "StepsSkipped": (
+            f'SELECT SUM("health:skipped_steps") FROM SCHEMA({ns}, TrainingJobName)',
+            "GreaterThanThreshold",
+            10,
+        ),
+        "TrainingStalled": (
+            f'SELECT MAX("health:seconds_since_step") FROM SCHEMA({ns}, TrainingJobName)',
+            "GreaterThanThreshold",
+            1800,
+        ),
+        "DeviceMemoryNearFull": (
+            f'SELECT MAX("health:memory_percent") FROM SCHEMA({ns}, TrainingJobName)',
+            "GreaterThanThreshold",
+            90,
+        ),
+        "HostMemoryNearFull": (f'SELECT MAX("MemoryUtilization") FROM SCHEMA({ns}, Host)', "GreaterThanThreshold", 90),
+    }
+
+
 def test_alarms_go_to_the_topic(template: dict):
     alarms = {
         r["Properties"].get("MetricName", "EFS"): r["Properties"]
-        for r in resources(template, "AWS::CloudWatch::Alarm").values()
+        for k, r in resources(template, "AWS::CloudWatch::Alarm").items()
+        if "Health" not in k
     }
     assert set(alarms) == {"ExecutionsFailed", "ExecutionsTimedOut", "EFS"}
     topic = {"Ref": next(iter(resources(template, "AWS::SNS::Topic")))}

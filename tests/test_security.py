@@ -32,9 +32,9 @@ PROVIDER_CHECKS = ("CKV_AWS_115", "CKV_AWS_116", "CKV_AWS_117")
 CHECKOV_SKIPS: dict[tuple[str, str], tuple[str, ...]] = {
     **{(c, "Custom::VpcRestrictDefaultSGCustomResourceProvider/Handler"): STAGES for c in PROVIDER_CHECKS},
     **{(c, "Custom::S3AutoDeleteObjectsCustomResourceProvider/Handler"): ("dev",) for c in PROVIDER_CHECKS},
-    **{(c, "Plan/Function"): STAGES for c in PROVIDER_CHECKS},
+    **{(c, "Plan/Function"): STAGES for c in ("CKV_AWS_116", "CKV_AWS_117")},  # 115: concurrency is reserved
     ("CKV_AWS_18", "Buckets/AccessLogs"): STAGES,
-    **{("CKV_AWS_21", f"Buckets/{name}"): STAGES for name in ("AccessLogs", "Raw", "Datasets", "Checkpoints")},
+    **{("CKV_AWS_21", f"Buckets/{name}"): STAGES for name in ("AccessLogs", "Raw")},
 }
 
 # A template checkov must fail: a bare bucket and a bare function (proves the gate can fail).
@@ -147,7 +147,11 @@ def settings(stage: str) -> set[str]:
     config = load_stage_config({key: context.get(key) for key in CONTEXT_KEYS})
     return {
         name
-        for name, on in (("auto_delete", not config.storage.retain_data), ("isolated", config.network.isolated))
+        for name, on in (
+            ("auto_delete", not config.storage.retain_data),
+            ("retain_data", config.storage.retain_data),
+            ("isolated", config.network.isolated),
+        )
         if on
     }
 
@@ -228,7 +232,7 @@ def test_conditions_name_this_account_this_vpc_and_the_expected_services(stage: 
             for key, vals in by_key.items():
                 values.setdefault(key, set()).update(vals)
     assert values["iam:PassedToService"] == {"sagemaker.amazonaws.com"}
-    assert values["kms:ViaService"] == {f"s3.{region}.amazonaws.com", f"sns.{region}.amazonaws.com"}
+    assert values["kms:ViaService"] == {f"{s}.{region}.amazonaws.com" for s in ("s3", "sns", "sagemaker")}
     assert values["kms:GrantIsForAWSResource"] == {"true"}
     assert values["ec2:Vpc"] == {f"arn:aws:ec2:{region}:{account}:vpc/${{Network/Vpc}}"}
     assert values["aws:SourceAccount"] == {account}
@@ -274,3 +278,20 @@ def test_security_md_states_each_wildcard_and_resource_star_reason():
         assert f"`{action}`" in text, action
     assert "kms:*" in text and "s3:List*" in text
     assert PLACEHOLDER_ACCOUNT not in text  # the review is written for any account
+
+
+def test_source_buckets_and_a_custom_image_widen_only_reads_and_pulls(tmp_path_factory: pytest.TempPathFactory):
+    image = "111122223333.dkr.ecr.us-east-1.amazonaws.com/tf-horovod:2.11"
+    override = tmp_path_factory.mktemp("cfg") / "sources.json"
+    override.write_text(
+        json.dumps({"source_buckets": ["corpora"], "training": {"image_uri": image, "data_parallel_engine": "mpi"}})
+    )
+    template = synth_template("dev", str(override))
+    assert unreviewed(template, "dev") == []
+    grants = {(s.holder, a, r) for s in PolicyReader(template).statements() for a in s.actions for r in s.resources}
+    assert ("SageMakerExecution/Role", "s3:GetObject", "arn:aws:s3:::corpora/*") in grants
+    assert ("Plan/Role", "s3:GetObject", "arn:aws:s3:::corpora/*.json") in grants
+    repository = "arn:aws:ecr:${AWS::Region}:111122223333:repository/tf-horovod"
+    pull = ("SageMakerExecution/Role", "ecr:BatchGetImage", repository)
+    assert pull in grants
+    assert not any(a.startswith("s3:Put") and "corpora" in r for _, a, r in grants)

@@ -43,13 +43,31 @@ def test_data_buckets_are_kms_encrypted_private_tls_only_and_logged(prod_templat
     assert set(buckets) <= tls_denied
 
 
-def test_only_the_models_bucket_is_versioned(prod_template: Template):
-    versioned = [
-        b["Properties"]["LoggingConfiguration"]["LogFilePrefix"]
-        for b in data_buckets(prod_template).values()
-        if b["Properties"].get("VersioningConfiguration", {}).get("Status") == "Enabled"
-    ]
-    assert versioned == ["models/"]
+def test_what_is_costly_to_make_again_is_versioned_and_old_versions_expire(prod_template: Template):
+    expiry = {}
+    for bucket in data_buckets(prod_template).values():
+        props = bucket["Properties"]
+        if props.get("VersioningConfiguration", {}).get("Status") == "Enabled":
+            rules = props["LifecycleConfiguration"]["Rules"]
+            days = [
+                r["NoncurrentVersionExpiration"]["NoncurrentDays"] for r in rules if "NoncurrentVersionExpiration" in r
+            ]
+            expiry[props["LoggingConfiguration"]["LogFilePrefix"]] = days
+    assert expiry == {"datasets/": [7], "checkpoints/": [3], "models/": [30]}  # raw: only people upload to it
+
+
+def test_a_stage_that_retains_data_backs_the_file_system_up_in_its_own_vault(dev_template, prod_template):
+    key = next(iter(resources(prod_template, "AWS::KMS::Key")))
+    prod_template.has_resource("AWS::Backup::BackupVault", {"DeletionPolicy": "Retain"})
+    prod_template.has_resource_properties(
+        "AWS::Backup::BackupVault", {"EncryptionKeyArn": {"Fn::GetAtt": [key, "Arn"]}}
+    )
+    (selection,) = resources(prod_template, "AWS::Backup::BackupSelection").values()
+    ((file_system, props),) = resources(prod_template, "AWS::EFS::FileSystem").items()
+    assert file_system in str(selection["Properties"]["BackupSelection"]["Resources"])
+    assert "BackupPolicy" not in props["Properties"]  # no automatic backups besides (off unless enabled via the API)
+    dev_template.resource_count_is("AWS::Backup::BackupPlan", 0)  # dev: EFS automatic backups
+    dev_template.has_resource_properties("AWS::EFS::FileSystem", {"BackupPolicy": {"Status": "ENABLED"}})
 
 
 def test_data_survives_destroy_by_default_and_dev_may_delete(dev_template: Template, prod_template: Template):
@@ -75,12 +93,21 @@ def test_efs_is_encrypted_elastic_and_mounted_in_private_subnets(prod_template: 
     prod_template.has_resource_properties("AWS::EFS::AccessPoint", {"RootDirectory": {"Path": "/datasets"}})
 
 
-def test_nfs_is_admitted_only_from_the_jobs_security_group(dev_template: Template):
+def test_nfs_is_admitted_only_from_the_jobs_and_datasync_security_groups(dev_template: Template):
     ingress = [r["Properties"] for r in resources(dev_template, "AWS::EC2::SecurityGroupIngress").values()]
     nfs = [rule for rule in ingress if rule.get("FromPort") == 2049]
-    assert len(nfs) == 1
-    assert nfs[0]["ToPort"] == 2049
-    assert nfs[0]["SourceSecurityGroupId"]["Fn::GetAtt"][0].startswith("NetworkJobsSecurityGroup")
+    assert {rule["ToPort"] for rule in nfs} == {2049}
+    sources = sorted(rule["SourceSecurityGroupId"]["Fn::GetAtt"][0] for rule in nfs)
+    assert [s[:-8] for s in sources] == ["DatasetSyncSecurityGroup", "NetworkJobsSecurityGroup"]
+    # DataSync's own group reaches the mount targets over NFS and nothing else.
+    datasync = {"Fn::GetAtt": [sources[0], "GroupId"]}
+    egress = [r["Properties"] for r in resources(dev_template, "AWS::EC2::SecurityGroupEgress").values()]
+    assert [
+        (e["IpProtocol"], e["FromPort"], e["DestinationSecurityGroupId"]["Fn::GetAtt"][0][:-8])
+        for e in egress
+        if e["GroupId"] == datasync
+    ] == [("tcp", 2049, "EfsSecurityGroup")]
+    assert "SecurityGroupEgress" not in resources(dev_template, "AWS::EC2::SecurityGroup")[sources[0]]["Properties"]
     for group in resources(dev_template, "AWS::EC2::SecurityGroup").values():
         for rule in group["Properties"].get("SecurityGroupIngress", []):
             assert rule.get("CidrIp") != "0.0.0.0/0"

@@ -1,4 +1,4 @@
-"""The synthesized state machine: valid ASL, requests wired field by field, IAM for the .sync integrations."""
+"""The synthesized state machine: valid ASL, each request passed whole, IAM for the .sync integrations."""
 
 from __future__ import annotations
 
@@ -9,17 +9,16 @@ from pathlib import Path
 import pytest
 from aws_cdk.assertions import Template
 
-from infra.workflow import requests
 from local.definition import resolve_definition
 from tests.synth import ROOT, synth_template
 
 SAGEMAKER_STATES = {
-    "TrainTokenizer": ("createProcessingJob.sync", "tokenizer", requests.PROCESSING_FIELDS),
-    "WriteShards": ("createProcessingJob.sync", "shards", requests.PROCESSING_FIELDS),
-    "Train": ("createTrainingJob.sync", "training", requests.TRAINING_FIELDS),
-    "CreateModel": ("createModel", "model", requests.MODEL_FIELDS),
-    "CreateEndpointConfig": ("createEndpointConfig", "endpoint_config", requests.ENDPOINT_CONFIG_FIELDS),
-    "CreateEndpoint": ("createEndpoint", "endpoint", requests.ENDPOINT_FIELDS),
+    "TrainTokenizer": ("createProcessingJob.sync", "tokenizer"),
+    "WriteShards": ("createProcessingJob.sync", "shards"),
+    "Train": ("createTrainingJob.sync", "training"),
+    "CreateModel": ("createModel", "model"),
+    "CreateEndpointConfig": ("createEndpointConfig", "endpoint_config"),
+    "CreateEndpoint": ("createEndpoint", "endpoint"),
 }
 
 
@@ -52,11 +51,11 @@ def test_asl_validator_rejects_a_broken_definition(definition: dict, tmp_path: P
 
 
 @pytest.mark.parametrize("state", SAGEMAKER_STATES)
-def test_sagemaker_states_pass_every_field_the_builder_returns(definition: dict, state: str):
-    action, request, fields = SAGEMAKER_STATES[state]
+def test_sagemaker_states_pass_the_request_the_builder_returns(definition: dict, state: str):
+    action, request = SAGEMAKER_STATES[state]
     task = definition["States"][state]
     assert task["Resource"] == f"arn:aws:states:::sagemaker:{action}"
-    assert task["Parameters"] == {f"{f}.$": f"$.plan.requests.{request}.{f}" for f in fields}
+    assert task["InputPath"] == f"$.plan.requests.{request}" and "Parameters" not in task
     assert any(c["Next"] == "NotifyFailure" for c in task["Catch"])
     if action.endswith(".sync"):  # the default (60 s in the ASL spec) would fail any real job
         assert task["TimeoutSeconds"] >= 24 * 3600
@@ -108,3 +107,20 @@ def test_state_machine_is_traced_and_logs_execution_data(dev_template: Template)
             "LoggingConfiguration": {"IncludeExecutionData": True, "Level": "ALL"},
         },
     )
+
+
+@pytest.fixture(scope="module")
+def debugger_definition(tmp_path_factory) -> dict:
+    config = tmp_path_factory.mktemp("config") / "debugger.json"
+    config.write_text(json.dumps({"observability": {"debugger": True}}))
+    return resolve_definition(synth_template("dev", str(config)), "us-east-1", "123456789012")
+
+
+def test_debugger_on_passes_its_fields_and_links_its_report_off_does_neither(definition, debugger_definition):
+    debugger_fields = {"ProfilerConfig.$", "ProfilerRuleConfigurations.$"}
+    on, off = debugger_definition["States"], definition["States"]
+    assert set(on["Train"]["Parameters"]) - set(off["Train"]["Parameters"]) == debugger_fields
+    assert not debugger_fields & set(off["Train"]["Parameters"])
+    assert "$.plan.profiler_report_uri" in json.dumps(on["NotifySuccess"])
+    assert "$.plan.profiler_report_uri" not in json.dumps(off["NotifySuccess"])
+    assert "$.plan.training_report_uri" in json.dumps(off["NotifySuccess"])

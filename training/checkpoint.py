@@ -5,16 +5,21 @@
         ckpt-<step>.index / .data-*  model weights, AdamW moments and iterations, step, fp16 loss scale,
                                      the dropout SeedGenerator states, the data position
         run_config.json              model shape and data settings, checked when a run resumes
+        ckpt-<step>_temp/            a write in progress (TF renames it when complete); the chief deletes
+                                     leftovers of killed writes when it starts
 
-The data position is the number of batches each worker has taken from its shard stream; a resumed
-run skips that many (``data.token_dataset(skip_batches=...)``) and sees the order an uninterrupted
-run would have. Only the chief writes; every worker restores. Saves are asynchronous where TF
-allows: variables are copied in the step and written in the background; ``wait`` blocks until done.
+The data position is global: the index of the next sequence of the stream (``sequence_order.py``), the
+same number whatever the number of workers; a resumed run starts its stream there
+(``data.token_dataset(start_sequence=...)``), on any cluster. Only the chief writes; every worker
+restores. Saves are asynchronous where TF allows: variables are copied in the step and written in the
+background; ``wait`` blocks until done.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import shutil
 from pathlib import Path
 
 import tensorflow as tf
@@ -40,6 +45,7 @@ class Checkpointer:
         is_chief: only the chief writes.
         run_config: JSON-able description of the run; its "model" part must match when resuming.
         async_save: write in the background.
+        sequences_per_step: the global batch in sequences (what one step moves the data position by).
 
     Example:
         >>> checkpointer = Checkpointer("/opt/ml/checkpoints", model, trainer, keep=3, is_chief=True, run_config={})
@@ -57,9 +63,12 @@ class Checkpointer:
         is_chief: bool,
         run_config: dict,
         async_save: bool = True,
+        sequences_per_step: int = 1,
     ):
         self.directory, self.is_chief, self.run_config = Path(directory), is_chief, run_config
-        self.data_position = trainer.step  # one batch a step on every worker
+        self.step, self.sequences_per_step = trainer.step, sequences_per_step
+        self.data_sequences = tf.Variable(0, dtype=tf.int64, trainable=False)  # as of the checkpoint's step
+        self.start_step = self.start_sequence = 0  # where this run started (restored)
         # Plain tf.Variables, in construction order: Keras 3 objects break asynchronous saving (they
         # create variables inside TF's copy function on the second save) and their names change when a
         # process builds a second model.
@@ -72,9 +81,18 @@ class Checkpointer:
             # Part of model_weights already, named here to make the point: Keras' own checkpoints leave out
             # the SeedGenerator states, and without them dropout diverges after a resume.
             dropout_seed_states=[_tf_variable(v) for v in model.seed_state_variables()],
+            data_sequences=self.data_sequences,
         )
         self.manager = tf.train.CheckpointManager(self.checkpoint, str(self.directory), max_to_keep=keep)
+        if is_chief:
+            self.remove_partial_writes()
         self.options = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=async_save)
+
+    def remove_partial_writes(self) -> None:
+        """Deletes the ``ckpt-<step>_temp`` folders of writes that were killed (SageMaker would upload them)."""
+        for path in self.directory.glob("ckpt-*_temp") if self.directory.is_dir() else ():
+            if re.fullmatch(r"ckpt-\d+_temp", path.name) and path.is_dir():
+                shutil.rmtree(path)
 
     @property
     def config_path(self) -> Path:
@@ -99,8 +117,16 @@ class Checkpointer:
                     f"{self.run_config.get('data')}; the data order will differ from an uninterrupted run",
                     flush=True,
                 )
-        self.checkpoint.restore(latest).assert_existing_objects_matched()
-        return int(self.data_position.read_value())
+        status = self.checkpoint.restore(latest)
+        if any(name.startswith("data_sequences/") for name, _ in tf.train.list_variables(latest)):
+            status.assert_existing_objects_matched()
+            self.start_step, self.start_sequence = int(self.step.read_value()), int(self.data_sequences.read_value())
+        else:  # written before the data position was global: as many sequences as its steps took
+            status.expect_partial()
+            self.start_step = int(self.step.read_value())
+            self.start_sequence = self.start_step * self.sequences_per_step
+            print(f"[checkpoint] {latest} has no global data position: resuming at sequence {self.start_sequence:,}")
+        return self.start_step
 
     def save(self) -> str | None:
         """Writes a checkpoint named after the step (chief only); returns its path prefix."""
@@ -109,7 +135,9 @@ class Checkpointer:
         self.directory.mkdir(parents=True, exist_ok=True)
         if not self.config_path.is_file():
             self.config_path.write_text(json.dumps(self.run_config, indent=2, sort_keys=True))
-        return self.manager.save(checkpoint_number=int(self.data_position.read_value()), options=self.options)
+        step = int(self.step.read_value())
+        self.data_sequences.assign(self.start_sequence + (step - self.start_step) * self.sequences_per_step)
+        return self.manager.save(checkpoint_number=step, options=self.options)
 
     def wait(self) -> None:
         """Blocks until background writes are on disk."""

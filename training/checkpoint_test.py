@@ -14,13 +14,14 @@ CONFIG = {"model": {"n_layer": 2, "d_model": 64, "vocab_size": 50}, "data": {"mi
 BATCHES = [tf.constant(np.random.default_rng(i).integers(0, 50, [1, 1, 2, 9]), tf.int32) for i in range(4)]
 
 
-def build(directory, *, seed=1, keep=3, is_chief=True, config=CONFIG):
+def build(directory, *, seed=1, keep=3, is_chief=True, config=CONFIG, sequences_per_step=1):
     model = GPT.from_preset("tiny", vocab_size=50, sequence_length=8, seed=seed, dropout=0.3)
     engine = StrategyEngine(tf.distribute.get_strategy(), "default")
     trainer = Trainer(
         model, make_optimizer(model, 1e-2), engine, accumulation_steps=1, micro_batch_size=2, sequence_length=8
     )
-    checkpointer = Checkpointer(directory, model, trainer, keep=keep, is_chief=is_chief, run_config=config)
+    checkpointer = Checkpointer(directory, model, trainer, keep=keep, is_chief=is_chief, run_config=config,
+                                sequences_per_step=sequences_per_step)  # fmt: skip
     return model, trainer, checkpointer
 
 
@@ -52,6 +53,35 @@ def test_keeps_the_newest_and_only_the_chief_writes(tmp_path):
     checkpointer.wait()
     assert sorted(p.name for p in (tmp_path / "chief").glob("*.index")) == ["ckpt-3.index", "ckpt-4.index"]
     assert not (tmp_path / "other").exists()
+
+
+def test_the_chief_removes_what_a_killed_write_left(tmp_path):
+    _, _, checkpointer = build(tmp_path)
+    checkpointer.save()
+    checkpointer.wait()
+    for folder in ("ckpt-3_temp", "other"):  # TF writes ckpt-N into ckpt-N_temp/ first, then renames it
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"half a write")
+    build(tmp_path, is_chief=False)
+    assert (tmp_path / "ckpt-3_temp").is_dir()  # only the chief writes, so only the chief cleans
+    assert build(tmp_path)[2].restore_latest() == 0
+    assert not (tmp_path / "ckpt-3_temp").exists() and (tmp_path / "other").is_dir()
+    assert (tmp_path / "ckpt-0.index").is_file()
+
+
+def test_a_checkpoint_without_the_global_data_position_resumes_at_its_steps_worth(tmp_path, capsys):
+    model, trainer, checkpointer = build(tmp_path)
+    trainer.step.assign(5)
+    before = {name: getattr(checkpointer.checkpoint, name) for name in (
+        "model_weights", "optimizer_variables", "step", "loss_scale", "finite_steps_since_scale_change",
+        "dropout_seed_states")}  # fmt: skip
+    tf.train.Checkpoint(**before).write(str(tmp_path / "ckpt-5"))  # what the previous version saved
+    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "ckpt-5"\n')
+    restored, _, restoring = build(tmp_path, seed=99, sequences_per_step=8)
+    assert restoring.restore_latest() == 5 and restoring.start_sequence == 40
+    assert "has no global data position: resuming at sequence 40" in capsys.readouterr().out
+    for a, b in zip(model.get_weights(), restored.get_weights(), strict=True):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_a_differently_shaped_model_is_refused(tmp_path):

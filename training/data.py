@@ -1,23 +1,29 @@
 """Reading the token shards that preprocessing writes (format: ``token_shards.py``) with tf.data.
 
-Training input, per worker:
-
-    shard files (this worker's share) -> seeded file shuffle -> repeat
-      -> interleaved parallel TFRecord reads -> seeded record shuffle
-      -> batch raw records (drop_remainder) -> decode_raw the whole batch at once -> prefetch
+Training input: one global stream of sequences (``sequence_order.py``: seeded block and window shuffles that
+never depend on the number of workers). Global step N takes sequences [N * B, (N + 1) * B) of it, B the global
+batch in sequences, and worker w of W reads the w-th of W equal slices: with ``pread`` of the records it needs
+(every record of a shard has the same size, so record i is at a known byte offset), CRCs checked.
 
 One element is everything a worker needs for one optimizer step: [replicas, accumulation, micro_batch,
-sequence_length + 1] int32. Resuming skips the elements already consumed, so the order after a
-restart is the order an uninterrupted run would have seen.
+sequence_length + 1] int32. A resume starts the stream at the checkpoint's sequence index: it seeks, reading
+nothing before it, so resuming at step 250,000 costs what resuming at step 10 does, and a resume on another
+number of workers continues the same global order.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import tensorflow as tf
 import token_shards
+from sequence_order import SequenceOrder
+
+OPEN_FILES = 256  # shard files kept open between reads (reopened when more are needed)
 
 
 class DataError(ValueError):
@@ -60,27 +66,68 @@ def open_channel(path: str | Path | None, split: str) -> Channel:
     return Channel(root, split, manifest, shards)
 
 
-def worker_files(shards: list[token_shards.ShardInfo], root: Path, worker: int, workers: int) -> tuple[list[str], bool]:
-    """This worker's shard files, and whether records (not files) must be split between workers.
+class SequenceStream:
+    """This worker's slice of each global batch, from any global sequence index, as numpy arrays.
 
-    With at least one file per worker, worker w reads files w, w + workers, ...; otherwise every worker
-    reads every file and keeps every workers-th record.
+    Args:
+        channel: from ``open_channel``.
+        take_tokens: tokens kept of each record (sequence_length + 1 <= the shards' record).
+        local_batch: sequences this worker reads per step; the global batch is ``local_batch * workers``.
+        worker, workers: this worker's index and the number of workers.
+        seed, window, shuffle: the order (``SequenceOrder``).
     """
-    files = [str(root / s.file) for s in sorted(shards, key=lambda s: s.file)]
-    if workers > 1 and len(files) >= workers:
-        return files[worker::workers], False
-    return files, workers > 1
 
+    def __init__(self, channel: Channel, *, take_tokens: int, local_batch: int, worker: int, workers: int,
+                 seed: int, window: int, shuffle: bool):  # fmt: skip
+        manifest = channel.manifest
+        shards = sorted(channel.shards, key=lambda shard: shard.file)
+        self.paths = [channel.root / shard.file for shard in shards]
+        self.dtype = np.dtype(manifest.dtype).newbyteorder("<")
+        self.data_bytes = manifest.record_tokens * self.dtype.itemsize
+        for shard, path in zip(shards, self.paths, strict=True):
+            if path.stat().st_size != shard.sequences * (self.data_bytes + token_shards.FRAMING_BYTES):
+                raise DataError(f"{path} does not hold {shard.sequences} records of {manifest.record_tokens} tokens")
+        self.order = SequenceOrder([shard.sequences for shard in shards], seed=seed, window=window, shuffle=shuffle)
+        self.take_tokens, self.local_batch, self.worker, self.workers = take_tokens, local_batch, worker, workers
+        self.records_read = 0
+        self._files: dict[int, object] = {}
 
-def _decoder(manifest: token_shards.Manifest, take_tokens: int):
-    # uint32 ids fit int32 for any real vocabulary (< 2^31), and decode_raw reads them bit for bit.
-    raw_type = tf.uint16 if manifest.dtype == "uint16" else tf.int32
+    def batches(self, start: int = 0) -> Iterator[np.ndarray]:
+        """[local_batch, take_tokens] int32 for the global steps from the one whose batch begins at ``start``."""
+        position = start + self.worker * self.local_batch
+        while True:
+            yield self.read(np.arange(position, position + self.local_batch))
+            position += self.local_batch * self.workers
 
-    def decode(records: tf.Tensor) -> tf.Tensor:
-        tokens = tf.io.decode_raw(records, raw_type, little_endian=True)  # [batch, sequence_length + 1]
-        return tf.cast(tokens[:, :take_tokens], tf.int32)
+    def read(self, positions: np.ndarray) -> np.ndarray:
+        """The sequences at these global indices, in that order."""
+        files, records = self.order.locate(positions)
+        rows: list[bytes | None] = [None] * len(positions)
+        for file in np.unique(files):
+            wanted = np.flatnonzero(files == file)
+            wanted = wanted[np.argsort(records[wanted], kind="stable")]
+            runs = np.flatnonzero(np.diff(records[wanted]) != 1) + 1  # consecutive records: one read
+            for run in np.split(wanted, runs):
+                first = int(records[run[0]])
+                got = token_shards.read_records(self._open(int(file)), first, int(records[run[-1]]) - first + 1,
+                                                self.data_bytes)  # fmt: skip
+                for index in run:
+                    rows[index] = got[int(records[index]) - first]
+                self.records_read += len(got)
+        tokens = np.frombuffer(b"".join(rows), self.dtype).reshape(len(positions), -1)
+        return tokens[:, : self.take_tokens].astype(np.int32)  # uint32 ids fit int32 for any real vocabulary
 
-    return decode
+    def _open(self, file: int):
+        if file not in self._files:
+            if len(self._files) >= OPEN_FILES:
+                self.close()
+            self._files[file] = open(self.paths[file], "rb")  # noqa: SIM115 (kept open between reads)
+        return self._files[file]
+
+    def close(self) -> None:
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
 
 
 def token_dataset(
@@ -93,55 +140,40 @@ def token_dataset(
     shuffle: bool = True,
     seed: int = 0,
     shuffle_buffer: int = 1024,
-    skip_batches: int = 0,
-    cycle_length: int = 8,
+    start_sequence: int = 0,
 ) -> tf.data.Dataset:
     """An endless dataset of token batches shaped ``batch_shape + (sequence_length + 1,)``.
 
     Args:
         channel: from ``open_channel``.
         sequence_length: model context; records longer than sequence_length + 1 are cut to it.
-        batch_shape: leading dimensions of one element, e.g. (replicas, accumulation, micro_batch).
-        worker, workers: this worker's index and the number of workers that read in parallel.
-        shuffle: shuffle file order and records (training); validation reads in order.
-        seed: shuffle seed; with TensorFlow's global seed (train.py sets both from --seed), it fixes the order.
-        shuffle_buffer: records in the shuffle buffer.
-        skip_batches: elements already consumed (resume).
-        cycle_length: files read in parallel.
+        batch_shape: leading dimensions of one worker's element, e.g. (replicas, accumulation, micro_batch).
+        worker, workers: this worker's index and the number of workers; each reads its slice of a global batch
+            of ``workers * prod(batch_shape)`` sequences.
+        shuffle: shuffle (training); validation reads the files in order.
+        seed: the order's seed.
+        shuffle_buffer: records shuffled together (the window of ``SequenceOrder``).
+        start_sequence: global index of the first sequence of the first global batch (resume).
 
     Example:
         >>> ds = token_dataset(open_channel("/data", "train"), sequence_length=1024, batch_shape=(1, 4, 8))
         >>> next(iter(ds)).shape
         TensorShape([1, 4, 8, 1025])
     """
-    manifest = channel.manifest
-    if sequence_length > manifest.sequence_length:
+    if sequence_length > channel.manifest.sequence_length:
         raise DataError(
-            f"sequence_length {sequence_length} is longer than the shards' {manifest.sequence_length}: "
+            f"sequence_length {sequence_length} is longer than the shards' {channel.manifest.sequence_length}: "
             "preprocess again with a longer sequence, or train with a shorter one"
         )
-    files, split_records = worker_files(channel.shards, channel.root, worker, workers)
-    records_per_element = 1
-    for size in batch_shape:
-        records_per_element *= size
+    shape = (*batch_shape, sequence_length + 1)
+    stream = SequenceStream(
+        channel, take_tokens=sequence_length + 1, local_batch=math.prod(batch_shape), worker=worker,
+        workers=workers, seed=seed, window=shuffle_buffer, shuffle=shuffle,
+    )  # fmt: skip
 
-    ds = tf.data.Dataset.from_tensor_slices(files)
-    if shuffle:
-        ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-    ds = ds.repeat()
-    ds = ds.interleave(
-        lambda f: tf.data.TFRecordDataset(f, buffer_size=1 << 20),
-        cycle_length=min(cycle_length, len(files)),
-        num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=True,
-    )
-    if split_records:
-        ds = ds.shard(workers, worker)
-    if shuffle:
-        ds = ds.shuffle(shuffle_buffer, seed=seed + 1, reshuffle_each_iteration=True)
-    ds = ds.batch(records_per_element, drop_remainder=True)
-    if skip_batches:
-        ds = ds.skip(skip_batches)  # before decoding: skipped batches are read but never decoded
-    ds = ds.map(_decoder(manifest, sequence_length + 1), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    ds = ds.map(lambda tokens: tf.reshape(tokens, (*batch_shape, sequence_length + 1)))
-    return ds.prefetch(tf.data.AUTOTUNE)
+    def elements() -> Iterator[np.ndarray]:
+        for batch in stream.batches(start_sequence):
+            yield batch.reshape(shape)
+
+    ds = tf.data.Dataset.from_generator(elements, output_signature=tf.TensorSpec(shape, tf.int32))
+    return ds.prefetch(2)  # the next step's batch is read while this one computes

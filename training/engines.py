@@ -49,6 +49,7 @@ class StrategyEngine:
 
     def __init__(self, strategy: tf.distribute.Strategy, name: str, worker: int = 0, workers: int = 1):
         self.strategy, self.name, self.worker, self.workers = strategy, name, worker, workers
+        self._any_flag = None
 
     @property
     def num_replicas(self) -> int:
@@ -88,6 +89,21 @@ class StrategyEngine:
 
     def after_first_step(self, variables: list) -> None:
         """Nothing to do: the strategy created every variable with the chief's initial value."""
+
+    def any_worker(self, flag: bool) -> bool:
+        """Whether any worker passed True: a one-number all-reduce that every worker must call at the same point."""
+        if self.workers == 1:
+            return flag
+        if self._any_flag is None:
+
+            @tf.function
+            def any_flag(flags):
+                # tf.identity: MultiWorkerMirroredStrategy cannot all-reduce a distributed input as it is.
+                return self.local(self.run(lambda f: self.sum_over_replicas(tf.identity(f)), (flags,)))
+
+            self._any_flag = any_flag
+        with self.scope():
+            return float(self._any_flag(tf.fill([self.local_replicas], float(flag)))) > 0
 
 
 class HorovodEngine:
@@ -146,6 +162,11 @@ class HorovodEngine:
     def after_first_step(self, variables: list) -> None:
         """Every rank takes rank 0's values (the Horovod pattern: broadcast after the first step)."""
         self.hvd.broadcast_variables([getattr(v, "value", v) for v in variables], root_rank=0)
+
+    def any_worker(self, flag: bool) -> bool:
+        """Whether any rank passed True (an averaged all-reduce of 0/1 flags is above 0)."""
+        allreduce = getattr(self.hvd, "oob_allreduce", self.hvd.allreduce)
+        return float(allreduce(tf.constant(float(flag)))) > 0
 
 
 def import_horovod() -> ModuleType | None:
@@ -260,6 +281,7 @@ class PipelineEngine:
         self.strategy = tf.distribute.get_strategy()  # the default strategy: plain variables on explicit devices
         self.name = "pipeline_multi_worker" if workers > 1 else "pipeline"
         self._instance_keys: dict[tuple, int] = {}
+        self._any_flag = None
 
     @property
     def model_parallel_degree(self) -> int:
@@ -282,6 +304,14 @@ class PipelineEngine:
 
     def after_first_step(self, variables: list) -> None:
         """Nothing to do: the pipeline trainer broadcasts the chief's values before the first step."""
+
+    def any_worker(self, flag: bool) -> bool:
+        """Whether any worker passed True: a one-number all-reduce on stage 0's devices, called by every worker."""
+        if self.workers == 1:
+            return flag
+        if self._any_flag is None:
+            self._any_flag = tf.function(lambda value: self.all_reduce([value] * self.local_replicas, 0, "any")[0])
+        return float(self._any_flag(tf.constant(float(flag)))) > 0
 
     def all_reduce(self, values: list[tf.Tensor], stage: int, name: str) -> list[tf.Tensor]:
         """Sums ``values[r]`` (local replica r's tensor for stage ``stage``) over every replica of every worker.

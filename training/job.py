@@ -4,7 +4,6 @@ Checks, in order, each a clear ``JobError`` before any TensorFlow work:
     the train channel (and validation, when evaluating) exists and holds sequences
     the tokenizer matches the manifest's vocabulary, and the model's vocabulary holds it
     the sequence length fits in the shards' records
-    the global batch divides into micro-batches over the replicas
 """
 
 from __future__ import annotations
@@ -61,23 +60,6 @@ def check_inputs(args) -> Inputs:
                 f"{channel.manifest.sequence_length} tokens: preprocess with a longer sequence_length"
             )
     return Inputs(train, validation, tokenizer, vocab_size, sequence_length)
-
-
-def accumulation_steps(global_batch_tokens: int, micro_batch_size: int, sequence_length: int, replicas: int) -> int:
-    """Micro-batches per replica per step so that the global batch holds ``global_batch_tokens`` tokens.
-
-    e.g. 524,288 tokens / (8 sequences x 2,048 tokens x 8 replicas = 131,072) = 4 micro-batches.
-    """
-    per_micro_step = micro_batch_size * sequence_length * replicas
-    if global_batch_tokens <= 0:
-        return 1
-    if global_batch_tokens % per_micro_step:
-        raise JobError(
-            f"global_batch_tokens {global_batch_tokens} is not a multiple of micro_batch_size x "
-            f"sequence_length x replicas = {micro_batch_size} x {sequence_length} x {replicas} = "
-            f"{per_micro_step}"
-        )
-    return global_batch_tokens // per_micro_step
 
 
 def cluster(env=os.environ) -> tuple[list[str], str, int | None]:

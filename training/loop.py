@@ -14,17 +14,21 @@ import keras
 import numpy as np
 import tensorflow as tf
 import token_shards
+from batch import accumulation_steps, global_batch, pipeline_microbatches
 from checkpoint import Checkpointer
 from data import token_dataset
 from engines import make_engine, make_pipeline_engine
 from export import export, float32_copy
 from gpt.model import GPT
 from gpt.pipeline.model import PipelinedGPT
-from gpt.presets import flops_per_token, get_preset
-from job import JobError, accumulation_steps, check_inputs, cluster
+from gpt.presets import flops_per_token, get_shape
+from job import JobError, check_inputs, cluster
 from metrics import device_peak_tflops, emit, model_flops_utilisation, train_line, valid_line
+from observer import RunObserver
 from pipeline_trainer import PipelineTrainer, build_pipeline_replicas
-from schedule import WarmupCosine, scaled_peak_lr
+from recipe import run_recipe
+from schedule import WarmupCosine
+from stop_signal import StopSignal
 from trainer import PRECISIONS, Trainer, make_optimizer
 
 
@@ -73,11 +77,6 @@ class TrainingRun:
         hosts, current_host, num_gpus = cluster(env)
         if num_gpus is None:
             num_gpus = len(tf.config.list_physical_devices("GPU"))
-        if args.model_parallel_degree < 1 or args.microbatches < 0:
-            raise JobError(
-                f"model_parallel_degree {args.model_parallel_degree} / microbatches {args.microbatches}: "
-                "expected a positive number of stages and a non-negative number of micro-batches"
-            )
         self.pipelined = args.model_parallel_degree > 1
         if self.pipelined:
             if args.use_xla:
@@ -97,21 +96,30 @@ class TrainingRun:
             self.engine = make_engine(args.engine, hosts=hosts, current_host=current_host, num_gpus=num_gpus, env=env)
         self.is_chief = self.engine.is_chief
         T = self.sequence_length = self.inputs.sequence_length
-        self.accumulation = accumulation_steps(
-            args.global_batch_tokens, args.micro_batch_size, T, self.engine.num_replicas
-        )
-        if self.pipelined and args.global_batch_tokens <= 0 and args.microbatches > 0:
-            self.accumulation = args.microbatches  # one GPipe pass of `microbatches` micro-batches a step
-        if self.pipelined and args.microbatches > 0 and self.accumulation % args.microbatches:
-            raise JobError(
-                f"microbatches {args.microbatches} does not divide the {self.accumulation} micro-batches per "
-                "replica of a step (global_batch_tokens / (micro_batch_size x sequence_length x replicas))"
+        try:
+            self.shape = get_shape(args.model_preset, args.n_layer, args.d_model, args.n_head)
+            self.accumulation = accumulation_steps(
+                args.global_batch_tokens, args.micro_batch_size, T, self.engine.num_replicas
             )
-        self.global_batch_tokens = args.micro_batch_size * T * self.engine.num_replicas * self.accumulation
-        self.peak_lr = scaled_peak_lr(args.learning_rate, self.global_batch_tokens, args.lr_reference_tokens)
-        self.schedule = WarmupCosine(self.peak_lr, args.warmup_steps, args.max_steps, args.min_lr_ratio)
+            if self.pipelined and args.global_batch_tokens <= 0 and args.microbatches > 0:
+                self.accumulation = args.microbatches  # one GPipe pass of `microbatches` micro-batches a step
+            if self.pipelined:
+                pipeline_microbatches(self.accumulation, args.microbatches)
+        except ValueError as error:  # BatchError, or heads that do not divide the width
+            raise JobError(str(error)) from error
+        self.global_batch_tokens = global_batch(args.micro_batch_size, T, self.engine.num_replicas, self.accumulation)
+        self.recipe = run_recipe(
+            self.shape,
+            global_batch_tokens=self.global_batch_tokens,
+            max_steps=args.max_steps,
+            learning_rate=args.learning_rate,
+            lr_reference_tokens=args.lr_reference_tokens,
+            warmup_steps=args.warmup_steps,
+            decay_steps=args.decay_steps,
+        )
+        self.peak_lr = self.recipe.peak_lr
+        self.schedule = WarmupCosine(self.peak_lr, self.recipe.warmup_steps, self.recipe.decay_steps, args.min_lr_ratio)
 
-        self.preset = get_preset(args.model_preset)
         if self.pipelined:
             self._build_pipeline()
         else:
@@ -124,9 +132,11 @@ class TrainingRun:
             is_chief=self.is_chief,
             run_config=self.run_config(),
             async_save=args.async_checkpoint,
+            sequences_per_step=self.global_batch_tokens // T,
         )
         self.start_step = self.checkpointer.restore_latest()
-        self.flops_per_token = flops_per_token(self.preset, n_params=self.model.count_params(), sequence_length=T)
+        self.stopped_at: int | None = None  # the step a SIGTERM stopped training at
+        self.flops_per_token = flops_per_token(self.shape, n_params=self.model.count_params(), sequence_length=T)
         self.peak_tflops = args.peak_tflops or device_peak_tflops()
 
     def _model_arguments(self) -> dict:
@@ -134,6 +144,9 @@ class TrainingRun:
         return {
             "vocab_size": self.inputs.vocab_size,
             "sequence_length": self.sequence_length,
+            "n_layer": self.shape.n_layer,
+            "d_model": self.shape.d_model,
+            "n_head": self.shape.n_head,
             "dropout": a.dropout,
             "recompute": a.recompute,
             "seed": a.seed,
@@ -149,7 +162,7 @@ class TrainingRun:
         a = self.args
 
         def build(devices):
-            return PipelinedGPT.from_preset(a.model_preset, devices=devices, **self._model_arguments())
+            return PipelinedGPT(devices=devices, **self._model_arguments())
 
         models, optimizers = build_pipeline_replicas(self.engine, build, self.schedule, **self._optimizer_arguments())
         self.model = models[0]
@@ -169,22 +182,8 @@ class TrainingRun:
     def _build_data_parallel(self) -> None:
         args, T = self.args, self.sequence_length
         with self.engine.scope():
-            self.model = GPT.from_preset(
-                args.model_preset,
-                vocab_size=self.inputs.vocab_size,
-                sequence_length=T,
-                dropout=args.dropout,
-                recompute=args.recompute,
-                seed=args.seed,
-                dtype=PRECISIONS[args.precision],
-            )
-            optimizer = make_optimizer(
-                self.model,
-                self.schedule,
-                weight_decay=args.weight_decay,
-                beta_1=args.adam_beta1,
-                beta_2=args.adam_beta2,
-            )
+            self.model = GPT(**self._model_arguments())
+            optimizer = make_optimizer(self.model, self.schedule, **self._optimizer_arguments())
         self.trainer = Trainer(
             self.model,
             optimizer,
@@ -205,11 +204,12 @@ class TrainingRun:
 
     def run_config(self) -> dict:
         """What a checkpoint must agree with ("model") or should agree with ("data") to be resumed."""
-        p = self.preset
+        p = self.shape
         model = {"n_layer": p.n_layer, "d_model": p.d_model, "n_head": p.n_head}
         model.update(vocab_size=self.inputs.vocab_size, sequence_length=self.sequence_length)
-        data = {"micro_batch_size": self.args.micro_batch_size, "accumulation_steps": self.accumulation}
-        data.update(workers=self.engine.workers, replicas=self.engine.num_replicas, seed=self.args.seed)
+        # The data order depends on these, not on the number of workers (data.py).
+        data = {"seed": self.args.seed, "shuffle_buffer": self.args.shuffle_buffer}
+        data.update(global_batch_sequences=self.global_batch_tokens // self.sequence_length)
         return {"model": model, "data": data}
 
     def log(self, line: str) -> None:
@@ -225,7 +225,7 @@ class TrainingRun:
             workers=self.engine.workers,
             seed=self.args.seed,
             shuffle_buffer=self.args.shuffle_buffer,
-            skip_batches=self.start_step,
+            start_sequence=self.checkpointer.start_sequence,
         )
 
     def validation_dataset(self) -> tf.data.Dataset:
@@ -244,7 +244,8 @@ class TrainingRun:
             f"[config] engine={self.engine.name} workers={self.engine.workers} replicas={self.engine.num_replicas} "
             f"params={self.model.count_params()} global_batch_tokens={self.global_batch_tokens} "
             f"accumulation_steps={self.accumulation} peak_lr={self.peak_lr:.3e} precision={a.precision} "
-            f"start_step={self.start_step} max_steps={a.max_steps}"
+            f"start_step={self.start_step} max_steps={a.max_steps} warmup_steps={self.recipe.warmup_steps} "
+            f'decay_steps={self.recipe.decay_steps} departs_from_recipe="{self.recipe.describe()}"'
             + (
                 f" model_parallel_degree={a.model_parallel_degree} microbatches={self.trainer.microbatches} "
                 f"stages={[len(blocks) for blocks in self.model.stage_blocks]}"
@@ -256,9 +257,12 @@ class TrainingRun:
         validation = self.validation_dataset() if self.inputs.validation else None
         last_saved = self.start_step
         timer, steps_timed = time.perf_counter(), 0
+        observer = RunObserver(a, self.engine, self.model.trainable_variables, self.is_chief)
+        stop = StopSignal(self.engine)
         try:
+            observer.start()
             for step in range(self.start_step + 1, a.max_steps + 1):
-                result = trainer.train_step(next(batches))
+                result = observer.step(step, trainer.train_step, observer.next_batch(batches))
                 if not math.isfinite(result.loss):
                     raise NonFiniteLoss(
                         f"loss is {result.loss} at step {step}: training stopped before applying it; "
@@ -278,19 +282,36 @@ class TrainingRun:
                     mfu = model_flops_utilisation(tokens_per_sec, self.flops_per_token, self.devices, self.peak_tflops)
                     lr = float(self.schedule(trainer.optimizer.iterations))
                     self.log(train_line(step, result.loss, lr, tokens_per_sec, mfu))
+                    observer.window(step, result, lr, tokens_per_sec, mfu)
                     timer, steps_timed = time.perf_counter(), 0
                 pause = time.perf_counter()  # evaluation and checkpoints do not count against tokens_per_sec
                 if validation is not None and (step % a.eval_every == 0 or step == a.max_steps):
-                    self.log(valid_line(step, trainer.evaluate(validation, a.eval_batches)))
+                    val_loss = trainer.evaluate(validation, a.eval_batches)
+                    self.log(valid_line(step, val_loss))
+                    observer.validated(step, val_loss)
                 if (a.checkpoint_every and step % a.checkpoint_every == 0) or step == a.max_steps:
                     self.checkpointer.save()
                     last_saved = step
+                if stop.agreed():  # SIGTERM on any worker: all checkpoint this step and leave
+                    if last_saved != step:
+                        self.checkpointer.save()
+                    self.stopped_at = step
+                    break
                 timer += time.perf_counter() - pause
+                observer.pause()
         finally:
             self.checkpointer.wait()  # a save in flight holds good weights: let it finish
+            observer.close()  # stops the heartbeat and profiler; the chief writes the report
+            stop.restore()
+        if self.stopped_at is not None:
+            self.log(f"[stopped] step={self.stopped_at} checkpointed {stop.seconds_since():.2f} s after SIGTERM")
         # Every worker prints its weights' digest: equal digests mean the workers stayed in sync.
         step, digest = int(trainer.step.read_value()), weights_digest(self.model)
         print(f"[final] worker={self.engine.worker} step={step} weights={digest}", flush=True)
+
+    def leave_together(self) -> None:
+        """Every worker waits here for the others (the chief exports first), so none sees another vanish."""
+        self.engine.any_worker(False)
 
     def finish(self) -> None:
         """Chief: export the SavedModel and tokenizer, then print a generated sample."""

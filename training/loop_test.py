@@ -2,6 +2,7 @@ import re
 
 import numpy as np
 import pytest
+from gpt.presets import parameter_count
 from hparams import parse_args
 from job import JobError
 from loop import TrainingRun, weights_digest
@@ -91,10 +92,29 @@ def test_pipelined_bf16_run_trains_checkpoints_and_exports(dataset_dir, tmp_path
     ("extra", "message"),
     [
         (["--use_xla", "True"], "XLA compiles a function for one device"),
-        (["--microbatches", "3"], "microbatches 3 does not divide the 4 micro-batches per replica of a step"),
-        (["--microbatches", "-1"], "expected a positive number of stages and a non-negative number of micro-batches"),
+        (["--microbatches", "3"], "microbatches 3 is not valid; expected 0 or a divisor of the 4 micro-batches"),
     ],
 )
 def test_pipeline_configurations_that_cannot_run_are_refused(dataset_dir, tmp_path, extra, message):
     with pytest.raises(JobError, match=message):
         TrainingRun(pipeline_args(dataset_dir, tmp_path, *extra), env={})
+
+
+def test_shape_overrides_reach_the_model(dataset_dir, tmp_path, capsys):
+    args = parse_args(
+        [
+            *("--model_preset", "small", "--n_layer", "1", "--d_model", "32", "--n_head", "4"),
+            *("--sequence_length", "16", "--micro_batch_size", "2", "--max_steps", "1", "--eval_every", "0"),
+            *("--train_dir", str(dataset_dir), "--checkpoint_dir", str(tmp_path / "ckpt")),
+        ],
+        env={},
+    )
+    run = TrainingRun(args, env={})
+    assert (run.model.n_layer, run.model.d_model, run.model.n_head) == (1, 32, 4)
+    assert run.run_config()["model"]["n_layer"] == 1
+    vocab = run.inputs.vocab_size
+    assert run.model.count_params() == parameter_count(run.shape, vocab_size=vocab, sequence_length=16)
+    run.train()
+    config = capsys.readouterr().out.splitlines()[0]
+    # small's recipe: 2e-3 at 4,096 tokens a step; this run's batch is 32 tokens, and it is said so
+    assert "peak_lr=2.000e-03" in config and 'departs_from_recipe="global batch 32 tokens' in config

@@ -2,6 +2,7 @@
 
     [train] step=120 loss=4.1234 ppl=61.80 lr=3.000e-04 tokens_per_sec=1234.5 mfu=0.0123
     [valid] step=120 val_loss=4.2000 val_ppl=66.69
+    [health] step=120 input_wait_pct=38.2 compute_pct=55.1 sync_pct=6.7 step_s=0.512 grad_norm=1.23 skipped=0 ...
 
 MFU = achieved FLOPs / peak FLOPs = tokens_per_sec x flops_per_token / (replicas x peak per device),
 with flops_per_token = 6N + 12 x layers x context x width (``gpt.presets.flops_per_token``).
@@ -66,3 +67,8 @@ def device_peak_tflops() -> float:
 
 def model_flops_utilisation(tokens_per_sec: float, flops_per_token: float, devices: int, peak_tflops: float) -> float:
     return tokens_per_sec * flops_per_token / (devices * peak_tflops * 1e12)
+
+
+def health_line(step: int, fields: dict[str, float | None]) -> str:
+    """``[health] step=120 input_wait_pct=38.0 ...``: the window's health numbers (None values left out)."""
+    return f"[health] step={step} " + " ".join(f"{k}={v:.4g}" for k, v in fields.items() if v is not None)

@@ -1,7 +1,7 @@
 import re
 
 import pytest
-from metrics import model_flops_utilisation, perplexity, train_line, valid_line
+from metrics import health_line, model_flops_utilisation, perplexity, train_line, valid_line
 
 # The regexes an infrastructure MetricDefinition would use.
 TRAIN = re.compile(
@@ -32,3 +32,8 @@ def test_mfu_arithmetic():
     # 100k tokens/s on 8 devices of 312 TFLOPS = 98 TFLOPS / 2,496 TFLOPS.
     flops = 6 * 125_226_240 + 12 * 12 * 2048 * 768
     assert model_flops_utilisation(100_000, flops, 8, 312.0) == pytest.approx(flops * 1e5 / 2.496e15)
+
+
+def test_health_line_leaves_out_unknown_values():
+    line = health_line(8, {"input_wait_pct": 38.25, "mem_pct": None, "skipped": 0})
+    assert line == "[health] step=8 input_wait_pct=38.25 skipped=0"

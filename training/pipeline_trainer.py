@@ -18,6 +18,7 @@ on the caller's device: returning them would copy every stage's gradients to dev
 from __future__ import annotations
 
 import tensorflow as tf
+from batch import pipeline_microbatches
 from engines import PipelineEngine
 from gpt.pipeline.gpipe import gpipe_gradients
 from gpt.pipeline.model import PipelinedGPT, stage_of, variable_device
@@ -82,12 +83,7 @@ class PipelineTrainer(Trainer):
         grad_clip: float = 1.0,
         initial_loss_scale: float = 2.0**15,
     ):
-        microbatches = microbatches or accumulation_steps
-        if accumulation_steps % microbatches:
-            raise ValueError(
-                f"microbatches {microbatches} does not divide the {accumulation_steps} micro-batches of a step "
-                "(accumulation steps): each GPipe pass takes `microbatches` of them"
-            )
+        microbatches = pipeline_microbatches(accumulation_steps, microbatches)  # each GPipe pass takes this many
         if len(models) != engine.local_replicas or len(optimizers) != len(models):
             raise ValueError(f"expected {engine.local_replicas} models and optimizers, one per local replica")
         super().__init__(

@@ -130,7 +130,7 @@ def test_adamw_and_gradient_buffers_stay_on_their_stages_devices():
 
 
 def test_microbatches_must_divide_the_steps_micro_batches():
-    with pytest.raises(ValueError, match="microbatches 3 does not divide the 4 micro-batches of a step"):
+    with pytest.raises(ValueError, match="microbatches 3 is not valid; expected 0 or a divisor of the 4 micro-batches"):
         build_pipeline(accumulation=4, microbatches=3)
 
 

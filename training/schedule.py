@@ -1,12 +1,8 @@
-"""Learning rate: linear warm-up, then cosine decay to a floor; the peak scales with the global batch.
+"""Learning rate: linear warm-up, then cosine decay to a floor (the peak and the steps: recipe.py).
 
-    lr(step) = peak x step / warmup                                   for step < warmup
-             = floor + (peak - floor) x (1 + cos(pi x progress)) / 2  after, progress 0 -> 1 at decay_steps
-    floor    = peak x min_lr_ratio
-
-Linear scaling rule (Goyal et al. 2017): a global batch k times the reference batch uses a k times
-higher peak. The original Horovod design multiplied by the number of replicas, which is the same
-rule when each replica adds one micro-batch to the global batch.
+lr(step) = peak x step / warmup                                   for step < warmup
+         = floor + (peak - floor) x (1 + cos(pi x progress)) / 2  after, progress 0 -> 1 at decay_steps
+floor    = peak x min_lr_ratio
 """
 
 from __future__ import annotations
@@ -15,16 +11,6 @@ import math
 
 import keras
 import tensorflow as tf
-
-
-def scaled_peak_lr(learning_rate: float, global_batch_tokens: int, reference_tokens: int) -> float:
-    """``learning_rate`` is tuned for ``reference_tokens`` a step; scale it to ``global_batch_tokens``.
-
-    E.g. 6e-4 at 0.5 M tokens (GPT-3 125M) -> 1.2e-3 at 1 M tokens. ``reference_tokens`` 0 disables scaling.
-    """
-    if reference_tokens <= 0:
-        return learning_rate
-    return learning_rate * global_batch_tokens / reference_tokens
 
 
 @keras.saving.register_keras_serializable(package="gpt")

@@ -2,7 +2,7 @@ import itertools
 import math
 
 import pytest
-from schedule import WarmupCosine, scaled_peak_lr
+from schedule import WarmupCosine
 
 
 def test_warmup_is_linear_then_cosine_reaches_the_floor():
@@ -21,12 +21,6 @@ def test_warmup_is_linear_then_cosine_reaches_the_floor():
 def test_cosine_shape_at_a_quarter():
     schedule = WarmupCosine(peak=2.0, warmup_steps=0, decay_steps=100, min_ratio=0.0)
     assert float(schedule(25)) == pytest.approx(1.0 + math.cos(math.pi / 4), rel=1e-5)
-
-
-def test_peak_scales_linearly_with_the_global_batch():
-    assert scaled_peak_lr(6e-4, 1_048_576, 524_288) == pytest.approx(1.2e-3)
-    assert scaled_peak_lr(6e-4, 65_536, 524_288) == pytest.approx(7.5e-5)
-    assert scaled_peak_lr(6e-4, 65_536, 0) == 6e-4
 
 
 def test_config_round_trip():

@@ -80,6 +80,31 @@ class TFRecordWriter:
         self._file.write(length + _masked_crc(length) + record + _masked_crc(record))
 
 
+FRAMING_BYTES = 16  # a record's length (8), the length's CRC (4) and the data's CRC (4)
+
+
+def read_records(file: BinaryIO, first: int, count: int, data_bytes: int) -> list[bytes]:
+    """Records ``first`` .. ``first + count - 1`` of a shard of fixed-size records, with one read; CRCs checked.
+
+    Every record of a shard has the same size, so record i starts at byte i * (data_bytes + FRAMING_BYTES).
+    """
+    framed = data_bytes + FRAMING_BYTES
+    block = os.pread(file.fileno(), count * framed, first * framed)
+    if len(block) != count * framed:
+        raise ValueError(f"{file.name}: records {first}..{first + count - 1} lie beyond its end")
+    records = []
+    for offset in range(0, len(block), framed):
+        header, record, crc = (
+            block[offset : offset + 12],
+            block[offset + 12 : offset + framed - 4],
+            block[offset + framed - 4 : offset + framed],
+        )
+        if header[:8] != struct.pack("<Q", data_bytes) or crc != _masked_crc(record):
+            raise ValueError(f"{file.name}: corrupt record {first + offset // framed}")
+        records.append(record)
+    return records
+
+
 def read_tfrecords(path: str | os.PathLike) -> list[bytes]:
     """Every record of a TFRecord file, CRCs checked. For tests and tools; training uses tf.data."""
     records = []

@@ -10,6 +10,8 @@ hyperparameter. The run:
     4. trains max_steps steps: [train] lines, [valid] lines, checkpoints
     5. exports a SavedModel + tokenizer to SM_MODEL_DIR and prints a [sample]
 
+SIGTERM (a stop, a spot reclaim) checkpoints the step in flight on every worker and exits 143, without exporting.
+
 A fatal error is written to <output_dir>/failure (SageMaker shows it as the failure reason) and the
 process exits 1.
 """
@@ -40,8 +42,7 @@ def write_failure(output_dir: str | Path, message: str) -> None:
 def main(argv: list[str] | None = None, env=os.environ) -> int:
     args = parse_args(argv, env)
     try:
-        run(args, env)
-        return 0
+        return run(args, env)
     except Exception as error:
         message = f"{type(error).__name__}: {error}"
         write_failure(args.output_dir, message + "\n\n" + traceback.format_exc())
@@ -49,12 +50,17 @@ def main(argv: list[str] | None = None, env=os.environ) -> int:
         return 1
 
 
-def run(args, env) -> None:
+def run(args, env) -> int:
+    """Trains and exports; after a SIGTERM, checkpoints and returns STOPPED_EXIT_CODE without exporting."""
     from loop import TrainingRun  # imports TensorFlow: after argument parsing, so --help is fast
+    from stop_signal import STOPPED_EXIT_CODE
 
     training = TrainingRun(args, env)
     training.train()
-    training.finish()
+    if training.stopped_at is None:
+        training.finish()
+    training.leave_together()
+    return 0 if training.stopped_at is None else STOPPED_EXIT_CODE
 
 
 if __name__ == "__main__":

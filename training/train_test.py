@@ -8,6 +8,8 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -176,6 +178,33 @@ def test_killed_run_resumes_with_the_uninterrupted_loss_sequence(sagemaker_run, 
     assert digests(output) == digests(expected)  # bit-identical final weights
 
 
+def test_sigterm_checkpoints_the_step_in_flight_and_the_resume_starts_there(
+    sagemaker_run, bundle, dataset_dir, tmp_path
+):
+    _, expected = sagemaker_run
+    env = sagemaker_env(dataset_dir, tmp_path)
+    args = [*SAGEMAKER_ARGS, "--checkpoint_every", "4"]  # checkpoints at 4 and 8; the stop comes between them
+    stopped = run_script(bundle, args, env)
+    seen = ""
+    for line in stopped.stdout:
+        seen += line
+        if line.startswith("[train] step=5 "):
+            stopped.send_signal(signal.SIGTERM)
+    stopped.wait(timeout=60)
+    assert stopped.returncode == 143, seen  # 128 + SIGTERM, after the checkpoint
+    stop_step = int(re.search(r"^\[stopped\] step=(\d+) checkpointed \S+ s after SIGTERM$", seen, re.M)[1])
+    assert 4 < stop_step < 8 and f"[train] step={stop_step + 1} " not in seen, seen
+    assert not (tmp_path / "model" / "1").exists() and not (tmp_path / "output" / "failure").exists()
+
+    resumed = run_script(bundle, args, env)
+    output, _ = resumed.communicate(timeout=180)
+    assert resumed.returncode == 0, output
+    assert f"start_step={stop_step} " in output
+    assert sorted(losses(output)) == list(range(stop_step + 1, 9))
+    assert all(losses(output)[s] == losses(expected)[s] for s in losses(output)), (output, expected)
+    assert digests(output) == digests(expected)
+
+
 def free_ports(n: int) -> list[int]:
     sockets = [socket.socket() for _ in range(n)]
     for s in sockets:
@@ -186,7 +215,55 @@ def free_ports(n: int) -> list[int]:
     return ports
 
 
-def test_two_workers_end_identical_and_match_one_process_on_the_global_batch(bundle, dataset_dir, tmp_path):
+TWO_WORKER_ARGS = [*BASE, "--max_steps", "3", "--log_every", "1", "--eval_every", "0", "--sample_tokens", "0",
+                   "--checkpoint_every", "2", "--seed", "1234", "--global_batch_tokens", "64"]  # fmt: skip
+
+
+def timed_lines(process: subprocess.Popen) -> tuple[list[tuple[float, str]], threading.Thread]:
+    """Collects (time read, line) of a process's output in a thread; the last entry is (end of output, "")."""
+    lines: list[tuple[float, str]] = []
+
+    def read():
+        lines.extend((time.monotonic(), line) for line in process.stdout)
+        lines.append((time.monotonic(), ""))
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    return lines, thread
+
+
+@pytest.fixture(scope="module")
+def two_worker_run(bundle, dataset_dir, tmp_path_factory) -> tuple[Path, list[list[tuple[float, str]]]]:
+    """3 steps on two local workers (MultiWorkerMirroredStrategy), checkpoints at 2 and 3: (folder, timed outputs)."""
+    folder = tmp_path_factory.mktemp("two_workers")
+    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    processes, outputs = [], []
+    for index in range(2):
+        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        env = {
+            "TF_CONFIG": json.dumps(tf_config),
+            "SM_HOSTS": '["algo-1", "algo-2"]',
+            "SM_CURRENT_HOST": f"algo-{index + 1}",
+            "SM_MODEL_DIR": str(folder / f"model-{index}"),
+            "SM_OUTPUT_DIR": str(folder / f"output-{index}"),
+        }
+        args = [*TWO_WORKER_ARGS, "--train_dir", str(dataset_dir), "--checkpoint_dir", str(folder / "ckpt")]
+        args += ["--sample_tokens", "3000"]  # the chief works on for ~10 s after training: longer than TF waits
+        processes.append(run_script(bundle, args, env))  # engine auto: TF_CONFIG -> multi_worker
+    readers = [timed_lines(p) for p in processes]
+    for process, (lines, thread) in zip(processes, readers, strict=True):
+        process.wait(timeout=180)
+        thread.join(timeout=10)
+        outputs.append(lines)
+    assert [p.returncode for p in processes] == [0, 0], outputs
+    return folder, outputs
+
+
+def text(lines: list[tuple[float, str]]) -> str:
+    return "".join(line for _, line in lines)
+
+
+def test_two_workers_end_identical_and_match_one_process_on_the_global_batch(two_worker_run, dataset_dir):
     from data import open_channel, token_dataset
     from gpt.model import GPT
     from keras.utils import set_random_seed
@@ -194,60 +271,49 @@ def test_two_workers_end_identical_and_match_one_process_on_the_global_batch(bun
     from trainer import Trainer, make_optimizer
     from trainer_test import default_engine
 
+    folder, (chief_lines, other_lines) = two_worker_run
+    chief, other = text(chief_lines), text(other_lines)
     steps, seed = 3, 1234
-    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
-    args = [
-        *BASE,
-        "--max_steps",
-        str(steps),
-        "--log_every",
-        "1",
-        "--eval_every",
-        "0",
-        "--sample_tokens",
-        "0",
-        "--train_dir",
-        str(dataset_dir),
-        "--checkpoint_dir",
-        str(tmp_path / "ckpt"),
-        "--checkpoint_every",
-        "2",
-        "--seed",
-        str(seed),
-    ]
-    processes = []
-    for index in range(2):
-        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-        env = {
-            "TF_CONFIG": json.dumps(tf_config),
-            "SM_HOSTS": '["algo-1", "algo-2"]',
-            "SM_CURRENT_HOST": f"algo-{index + 1}",
-            "SM_MODEL_DIR": str(tmp_path / f"model-{index}"),
-            "SM_OUTPUT_DIR": str(tmp_path / f"output-{index}"),
-        }
-        processes.append(run_script(bundle, args, env))  # engine auto: TF_CONFIG -> multi_worker
-    outputs = [p.communicate(timeout=180)[0] for p in processes]
-    assert [p.returncode for p in processes] == [0, 0], outputs
-    chief, other = outputs
     assert "engine=multi_worker workers=2 replicas=2" in chief
     assert "[train]" not in other  # only the chief logs metrics
     assert digests(chief)[0] == digests(other)[1]  # bit-identical weights on both workers
-    assert (tmp_path / "model-0" / "1").is_dir() and not (tmp_path / "model-1").exists()  # chief exports
+    assert (folder / "model-0" / "1").is_dir() and not (folder / "model-1").exists()  # chief exports
+    # The workers leave together: the other worker waits for the chief's export and sample, so the chief never
+    # sees it vanish ("The tasks have crashed ... stopped sending heartbeats" before).
+    sampled = next(t for t, line in chief_lines if line.startswith("[sample]"))
+    assert other_lines[-1][0] >= sampled and "stopped sending heartbeats" not in chief, (chief, other)
 
-    # One process, one replica, on the same global batch: worker 0's 2 sequences then worker 1's.
-    set_random_seed(seed)  # as train.py does: the global seed enters tf.data's shuffle seeds too
-    channel = open_channel(dataset_dir, "train")
-    streams = [
-        iter(token_dataset(channel, sequence_length=16, batch_shape=(1, 1, 2), worker=w, workers=2, seed=seed))
-        for w in range(2)
-    ]
+    # One process, one replica, on the same global batch: the 4 sequences the two workers shared.
+    set_random_seed(seed)
+    ds = token_dataset(open_channel(dataset_dir, "train"), sequence_length=16, batch_shape=(1, 1, 4), seed=seed)
     model = GPT.from_preset("tiny", vocab_size=384, sequence_length=16, seed=seed)
     optimizer = make_optimizer(model, WarmupCosine(3e-3, 2, steps, 0.1))
     trainer = Trainer(model, optimizer, default_engine(), accumulation_steps=1, micro_batch_size=4, sequence_length=16)
-    reference = [trainer.train_step(tf.concat([next(s) for s in streams], axis=2)).loss for _ in range(steps)]
+    reference = [trainer.train_step(batch).loss for batch in ds.take(steps)]
     logged = [float(re.search(r"loss=(\S+)", losses(chief)[s])[1]) for s in range(1, steps + 1)]
     # Same arithmetic, different summation order (ring all-reduce vs one batch): equal to the 4 logged decimals.
     np.testing.assert_allclose(logged, reference, atol=2e-4)
+
+
+def test_a_two_worker_checkpoint_resumes_on_one_worker_with_the_same_data(
+    two_worker_run, bundle, dataset_dir, tmp_path
+):
+    folder, (chief_lines, _) = two_worker_run
+    checkpoints = tmp_path / "ckpt"
+    shutil.copytree(folder / "ckpt", checkpoints, ignore=shutil.ignore_patterns("ckpt-3.*"))
+    (checkpoints / "checkpoint").write_text('model_checkpoint_path: "ckpt-2"\n')  # as if stopped at step 2
+    args = [*TWO_WORKER_ARGS, "--train_dir", str(dataset_dir), "--checkpoint_dir", str(checkpoints)]
+    env = {"SM_MODEL_DIR": str(tmp_path / "model"), "SM_OUTPUT_DIR": str(tmp_path / "output")}
+    resumed = run_script(bundle, args, env)
+    output, _ = resumed.communicate(timeout=180)
+    assert resumed.returncode == 0, output
+    assert "workers=1 replicas=1 params=125696 global_batch_tokens=64 accumulation_steps=2" in output
+    assert "start_step=2 " in output and "data settings changed" not in output
+    # Step 3's global batch is the same 4 sequences, now 2 micro-batches of one worker: the same loss, up to the
+    # order of the sums.
+    two_workers = float(re.search(r"loss=(\S+)", losses(text(chief_lines))[3])[1])
+    assert sorted(losses(output)) == [3]
+    assert float(re.search(r"loss=(\S+)", losses(output)[3])[1]) == pytest.approx(two_workers, abs=2e-4)
 
 
 def failing_run(dataset_dir, tmp_path, *extra) -> tuple[int, str]:
@@ -275,7 +341,7 @@ def failing_run(dataset_dir, tmp_path, *extra) -> tuple[int, str]:
     [
         (["--sequence_length", "33"], "sequence_length 33 is longer than the train shards' 32"),
         (["--vocab_size", "100"], "vocabulary mismatch: vocab_size 100 is smaller than the tokenizer's 384"),
-        (["--global_batch_tokens", "100"], "not a multiple of micro_batch_size x sequence_length x replicas"),
+        (["--global_batch_tokens", "100"], "expected a multiple of micro_batch_size x sequence_length x replicas"),
         (["--validation_dir", "/nonexistent"], "the validation channel /nonexistent does not exist"),
     ],
 )

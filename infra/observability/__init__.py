@@ -1,1 +1,1 @@
-"""What users watch a run with: the dashboard, the alarms, job-failure notifications, Debugger's rule images."""
+"""What users watch a run with: the dashboard, the alarms, job-failure notifications."""

@@ -38,6 +38,18 @@ PROGRESS_CHARTS = {  # title -> metric definitions charted together
     "Learning rate": ("train:learning_rate",),
     "Model FLOPs utilization (0-1)": ("train:mfu",),
 }
+HEALTH_CHARTS = {  # training/observer.py's [health] and [heartbeat] lines
+    "Step time: input wait, compute, sync (%)": (
+        "health:input_wait_percent",
+        "health:compute_percent",
+        "health:sync_percent",
+    ),
+    "Gradient norm (before clipping)": ("health:grad_norm",),
+    "Peak device memory (%)": ("health:memory_percent",),
+    "Seconds since the last step": ("health:seconds_since_step",),
+    "Loss drop over the loss window (%)": ("health:loss_drop_percent",),
+    "Steps skipped (non-finite gradient)": ("health:skipped_steps",),
+}
 
 
 class TrainingDashboard(Construct):
@@ -77,7 +89,9 @@ class TrainingDashboard(Construct):
                 [_text(_training_guide(gpus_per_host))],
                 self._hosts(TRAINING_NAMESPACE, TRAINING_HOST_METRICS, gpus_per_host, width=8),  # wraps at 24
                 [_text(PROGRESS_GUIDE)],
-                self._progress(),
+                self._progress(PROGRESS_CHARTS),
+                [_text(HEALTH_GUIDE)],
+                self._progress(HEALTH_CHARTS, width=4),
                 [_text(PROCESSING_GUIDE)],
                 self._hosts(PROCESSING_NAMESPACE, PROCESSING_HOST_METRICS, 0, width=12),
                 [_text(EFS_GUIDE)],
@@ -132,11 +146,11 @@ class TrainingDashboard(Construct):
             )
         return widgets
 
-    def _progress(self) -> list[cw.IWidget]:
+    def _progress(self, charts: dict[str, tuple[str, ...]], *, width: int = 6) -> list[cw.IWidget]:
         """The training log's metrics (``infra/workflow/metrics.py``), one line per job."""
         defined = {d["Name"] for d in METRIC_DEFINITIONS}
         widgets: list[cw.IWidget] = []
-        for title, names in PROGRESS_CHARTS.items():
+        for title, names in charts.items():
             missing = set(names) - defined
             if missing:
                 raise ValueError(f"dashboard charts {sorted(missing)}, which no metric definition produces")
@@ -145,7 +159,7 @@ class TrainingDashboard(Construct):
                     title=title,
                     left=[self._search(TRAINING_NAMESPACE, "TrainingJobName", name) for name in names],
                     live_data=True,
-                    width=6,
+                    width=width,
                 )
             )
         return widgets
@@ -202,11 +216,11 @@ def _intro(job_prefix: str) -> str:
     return (
         f"# GPT pre-training: jobs `{job_prefix}-*`\n"
         "Each job's lines appear about a minute after its instances start (SageMaker publishes every minute). "
-        "One line per host (`<job>/algo-<n>`) or per job. Debugger samples every host far more often (500 ms "
-        "by default) and its **ProfilerReport** (link in the success e-mail; under `training/<job>/rule-output/` "
-        "in the models bucket) explains bottlenecks it finds: low GPU utilization, CPU or I/O bottlenecks, "
-        "batch size, load balancing, GPU memory growth. Failed jobs, failed executions and EFS near its limit "
-        "are e-mailed to the stack's topic."
+        "One line per host (`<job>/algo-<n>`) or per job. Every job ends with a **training report** (link in the "
+        "success e-mail; `training/<job>/tensorboard/training-report.html` in the models bucket): plots and each "
+        "health rule's verdict (input-bound, GPUs underused, loss not decreasing or not finite, stalled, memory "
+        "near full) with what to change; the same rules alarm while it runs. Failed jobs, failed executions, "
+        "these alarms and EFS near its limit are e-mailed to the stack's topic."
     )
 
 
@@ -224,6 +238,13 @@ PROGRESS_GUIDE = (
     "Healthy: loss falling steadily, validation loss following it (a widening gap is overfitting), tokens per "
     "second flat after warm-up (dips at checkpoints), learning rate following its warm-up and decay schedule, "
     "model FLOPs utilization roughly 0.3-0.5 on A100/H100 in bf16."
+)
+HEALTH_GUIDE = (
+    "## Training health (the [health] line of every logging window, the heartbeat every minute)\n"
+    "Healthy: input wait a few % of step time (input-bound above `observability.input_bound_percent`, 20 by "
+    "default: the design's bottleneck), compute most of it, sync small; gradient norm steady; device memory "
+    "below `memory_percent` (90); seconds since the last step far below `stalled_minutes` (30); loss drop above "
+    "`loss_min_drop_percent` (1); no skipped steps after the first fp16 steps."
 )
 PROCESSING_GUIDE = (
     "## Preprocessing instances (processing jobs)\n"

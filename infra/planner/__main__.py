@@ -77,6 +77,7 @@ def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
         train_tokens=args.train_tokens,
         mfu=args.mfu,
         microbatches=args.microbatches,
+        preset=args.preset,
     )
 
 

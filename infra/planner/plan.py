@@ -14,6 +14,7 @@ from infra.instances import INSTANCE_TYPES, InstanceType
 from infra.planner import compute
 from infra.planner.memory import GIB, OPTIMIZER_BYTES_PER_PARAMETER, Memory, device_memory
 from infra.presets import ModelShape, shape_of
+from infra.training_code import training_module
 
 PRECISIONS = ("bf16", "fp16", "fp32")
 DEFAULT_MFU = 0.4
@@ -38,6 +39,7 @@ class PlanInputs:
     train_tokens: int
     mfu: float
     microbatches: int = 0
+    preset: str | None = None  # the preset the shape comes from: its recipe is in the table
 
     @property
     def instance(self) -> InstanceType:
@@ -50,15 +52,17 @@ class PlanInputs:
 
     @property
     def accumulation_steps(self) -> int:
-        """Micro-batches per replica per step: 1,048,576 tokens / 2048 = 512 sequences / (4 x 32) = 4."""
-        return self.global_batch_tokens // self.sequence_length // (self.micro_batch_size * self.data_parallel_degree)
+        """Micro-batches per replica per step (``batch.py``): 1,048,576 tokens / (4 x 2,048 x 32) = 4."""
+        return _batch().accumulation_steps(
+            self.global_batch_tokens, self.micro_batch_size, self.sequence_length, self.data_parallel_degree
+        )
 
     @property
     def pipeline_microbatches(self) -> int:
         """Micro-batches per GPipe pass (M): ``microbatches``, or all of a step's (0). 1 without a pipeline."""
         if self.model_parallel_degree == 1:
             return 1
-        return self.microbatches or self.accumulation_steps
+        return _batch().pipeline_microbatches(self.accumulation_steps, self.microbatches)
 
     def check(self) -> None:
         """Raises ValueError when the inputs describe no runnable layout."""
@@ -81,17 +85,17 @@ class PlanInputs:
                 f"model_parallel_degree {self.model_parallel_degree}: expected a divisor of the {devices} devices "
                 f"per instance, at most n_layer ({self.shape.n_layer})"
             )
-        per_step = self.sequence_length * self.micro_batch_size * self.data_parallel_degree
-        if self.global_batch_tokens < per_step or self.global_batch_tokens % per_step:
-            raise ValueError(
-                f"global_batch_tokens {self.global_batch_tokens:,}: expected a multiple of sequence_length x "
-                f"micro_batch_size x data-parallel degree = {per_step:,}"
-            )
-        if self.microbatches < 0 or (self.microbatches and self.accumulation_steps % self.microbatches):
-            raise ValueError(
-                f"microbatches {self.microbatches}: expected 0 or a divisor of the {self.accumulation_steps} "
-                "micro-batches per replica of a step"
-            )
+        if self.global_batch_tokens <= 0:
+            raise ValueError(f"global_batch_tokens {self.global_batch_tokens}: expected a positive integer")
+        try:
+            _batch().pipeline_microbatches(self.accumulation_steps, self.microbatches)
+        except _batch().BatchError as error:
+            raise ValueError(str(error)) from error
+
+
+def _batch():
+    """``training/batch.py``, the one home of the batch arithmetic."""
+    return training_module("batch")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,6 +212,7 @@ def plan(
     train_tokens: int,
     mfu: float = DEFAULT_MFU,
     microbatches: int = 0,
+    preset: str | None = None,
 ) -> Plan:
     """Plans one training run; raises ValueError for a layout that cannot run (see ``PlanInputs.check``)."""
     return plan_inputs(PlanInputs(**{k: v for k, v in locals().items()}))
@@ -280,6 +285,7 @@ def plan_for_config(training: TrainingFields, vocab_size: int, *, mfu: float = D
         train_tokens=training.train_tokens,
         mfu=mfu,
         microbatches=training.microbatches,
+        preset=training.model_preset,
     )
 
 

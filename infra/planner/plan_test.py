@@ -67,7 +67,7 @@ def test_recomputation_trades_memory_for_time():
 def test_invalid_layouts_raise():
     with pytest.raises(ValueError, match="model_parallel_degree 3: expected a divisor of the 8 devices"):
         prod(model_parallel_degree=3)
-    with pytest.raises(ValueError, match="global_batch_tokens 1,048,576: expected a multiple"):
+    with pytest.raises(ValueError, match="global_batch_tokens 1,048,576 is not valid; expected a multiple"):
         prod(micro_batch_size=3)
     with pytest.raises(ValueError, match="precision 'fp8'"):
         prod(precision="fp8")
@@ -133,5 +133,5 @@ def test_pipeline_divides_memory_by_stages_and_pays_the_gpipe_bubble():
     assert two.compute_seconds == pytest.approx(piped.compute_seconds * (3 / 2) / (9 / 8))
     assert two.memory.activations < piped.memory.activations
     assert two.as_dict()["microbatches"] == 2
-    with pytest.raises(ValueError, match="microbatches 3: expected 0 or a divisor of the 8 micro-batches"):
+    with pytest.raises(ValueError, match="microbatches 3 is not valid; expected 0 or a divisor of the 8 micro-batches"):
         prod(model_parallel_degree=2, microbatches=3)

@@ -9,6 +9,7 @@ from infra.planner.memory import GIB
 from infra.planner.plan import Plan, PlanInputs, plan_inputs
 from infra.planner.search import cheapest_fitting
 from infra.presets import ModelShape, model_presets
+from infra.recipe import recipe_for
 
 
 def _si(value: float) -> str:
@@ -46,6 +47,15 @@ def _pipeline(inputs: PlanInputs) -> str:
     return f", GPipe passes of {m} micro-batches (bubble {(k - 1) / (m + k - 1):.0%})"
 
 
+def _recipe(inputs: PlanInputs) -> str:
+    """The preset's recipe at this batch (GPT-3 Table 2.1 for gpt3-*) and how this run departs from it."""
+    r = recipe_for(inputs.preset, inputs.global_batch_tokens, inputs.train_tokens)
+    return (
+        f"Recipe    peak lr {r.peak_lr:.1e}, warm-up {r.warmup_steps:,} steps, cosine to 10% at step "
+        f"{r.decay_steps:,}; departs from {inputs.preset}'s recipe: {r.describe()}"
+    )
+
+
 def describe(p: Plan) -> str:
     """A plan as a table of memory, compute, time and cost, with the changes that would make it fit."""
     i, m, inst = p.inputs, p.memory, p.inputs.instance
@@ -71,6 +81,7 @@ def describe(p: Plan) -> str:
         f"Layout    data-parallel {i.data_parallel_degree} x pipeline {i.model_parallel_degree}, micro-batch "
         f"{i.micro_batch_size} x {i.accumulation_steps} per step, global batch {i.global_batch_tokens:,} tokens"
         + (_pipeline(i) if i.model_parallel_degree > 1 else ""),
+        *([_recipe(i)] if i.preset else []),
         "",
         f"{'Memory per device':<52}{'GiB':>8}",
         *(f"  {name:<50}{size / GIB:>8.2f}" for name, size in rows),

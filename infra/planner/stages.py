@@ -13,12 +13,7 @@ parameters (one device: 1,316 M).
 
 from __future__ import annotations
 
-from infra.presets import ModelShape
-
-
-def block_parameters(d_model: int) -> int:
-    """12d² + 13d: qkv 3d² + 3d, attention projection d² + d, MLP 8d² + 5d, two LayerNorms 4d."""
-    return 12 * d_model * d_model + 13 * d_model
+from infra.presets import ModelShape, block_parameters
 
 
 def balanced_runs(weights: list[int], stages: int) -> list[range]:

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from infra.config import load_stage_config
+from infra.sdk_tables import sdk_settings
 from infra.workflow.settings import StackSettings
 from tests.synth import cli_context
 
@@ -29,7 +30,7 @@ def make_settings(stage: str = "dev") -> StackSettings:
         subnet_ids=["subnet-a", "subnet-b"],
         security_group_ids=["sg-jobs"],
         source_dir_uri="s3://cdk-assets/abc.gz",
-        rule_evaluator_image="503895931360.dkr.ecr.us-east-1.amazonaws.com/sagemaker-debugger-rules:latest",
+        **sdk_settings("us-east-1"),
         stage=json.loads(json.dumps(dataclasses.asdict(config))),
     )
 

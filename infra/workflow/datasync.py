@@ -25,8 +25,8 @@ class DatasetSync(Construct):
         bucket: the datasets bucket; the task reads its ``datasets/`` prefix.
         key: the bucket's KMS key.
         file_system, access_point: the destination.
-        subnet: a subnet with a mount target, where DataSync places its network interface.
-        security_group: a group the file system admits NFS from.
+        vpc, subnet: a subnet with a mount target, where DataSync places its network interface, in a group of
+            its own that may reach the file system's mount targets over NFS and nothing else.
     """
 
     def __init__(
@@ -38,11 +38,19 @@ class DatasetSync(Construct):
         key: kms.IKey,
         file_system: efs.IFileSystem,
         access_point: efs.IAccessPoint,
+        vpc: ec2.IVpc,
         subnet: ec2.ISubnet,
-        security_group: ec2.ISecurityGroup,
     ) -> None:
         super().__init__(scope, id)
         stack = cdk.Stack.of(self)
+        security_group = ec2.SecurityGroup(
+            self,
+            "SecurityGroup",
+            vpc=vpc,
+            description="DataSync: NFS to the file system only",
+            allow_all_outbound=False,
+        )
+        file_system.connections.allow_default_port_from(security_group, "NFS from DataSync")
         principal = iam.ServicePrincipal(
             "datasync.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": stack.account}}
         )

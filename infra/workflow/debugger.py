@@ -1,5 +1,8 @@
 """SageMaker Debugger settings of the training job: system profiling and the built-in rules.
 
+Only with ``observability.debugger`` on: Debugger is closed to accounts that had not used it by
+2026-07-30. The project's own health rules (``training/health.py``, the alarms) work without it.
+
 Plain functions of plain values, so the Plan function builds the same dictionaries the tests check.
 
 Two families of built-in rules exist:
@@ -39,13 +42,14 @@ def profiler_config(output_uri: str, interval_ms: int) -> dict[str, Any]:
     return {"S3OutputPath": output_uri, "ProfilingIntervalInMilliseconds": interval_ms}
 
 
-def profiler_rule_configurations(rule_image: str) -> list[dict[str, Any]]:
-    """``ProfilerRuleConfigurations``: every rule in :data:`PROFILER_RULES`, each evaluated by ``rule_image``.
+def profiler_rule_configurations(rule_image: str, parameters: dict[str, dict[str, str]]) -> list[dict[str, Any]]:
+    """``ProfilerRuleConfigurations``: every rule in :data:`PROFILER_RULES`, each evaluated by ``rule_image``
+    with its ``parameters`` (the SDK's, by rule name).
 
     The configuration name is the rule's name, so a rule's output lands in
     ``<job output>/rule-output/<rule>/`` (see :func:`profiler_report_uri`).
     """
-    return [_rule(name, rule_image) for name in PROFILER_RULES]
+    return [_rule(name, rule_image, parameters[name]) for name in PROFILER_RULES]
 
 
 def image_has_smdebug_hook(tensorflow_version: str) -> bool:
@@ -68,9 +72,23 @@ def tensor_rule_fields(tensorflow_version: str, output_uri: str, rule_image: str
     }
 
 
-def tensor_rule_field_names(tensorflow_version: str) -> tuple[str, ...]:
-    """The request fields :func:`tensor_rule_fields` returns for this image version."""
-    return ("DebugHookConfig", "DebugRuleConfigurations") if image_has_smdebug_hook(tensorflow_version) else ()
+def debugger_fields(
+    enabled: bool,
+    tensorflow_version: str,
+    output_uri: str,
+    interval_ms: int,
+    rule_image: str,
+    rule_parameters: dict[str, dict[str, str]],
+) -> dict:
+    """The training request's Debugger fields: profiling, profiler rules (``rule_parameters``: the SDK's, by rule
+    name) and (with smdebug) tensor rules; none when ``enabled`` is false (``observability.debugger``)."""
+    if not enabled:
+        return {}
+    return {
+        "ProfilerConfig": profiler_config(output_uri, interval_ms),
+        "ProfilerRuleConfigurations": profiler_rule_configurations(rule_image, rule_parameters),
+        **tensor_rule_fields(tensorflow_version, output_uri, rule_image),
+    }
 
 
 def profiler_report_uri(job_output_uri: str, job_name: str) -> str:
@@ -83,5 +101,9 @@ def profiler_report_uri(job_output_uri: str, job_name: str) -> str:
     return f"{job_output_uri}{job_name}/rule-output/{REPORT_RULE}/profiler-output/profiler-report.html"
 
 
-def _rule(name: str, image: str) -> dict[str, Any]:
-    return {"RuleConfigurationName": name, "RuleEvaluatorImage": image, "RuleParameters": {"rule_to_invoke": name}}
+def _rule(name: str, image: str, parameters: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "RuleConfigurationName": name,
+        "RuleEvaluatorImage": image,
+        "RuleParameters": parameters or {"rule_to_invoke": name},
+    }

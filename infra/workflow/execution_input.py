@@ -26,6 +26,7 @@ from infra.config import (
     deep_merge,
     validate,
 )
+from infra.training_code import training_module
 
 CORPUS_SUFFIXES = (".jsonl", ".jsonl.zst", ".jsonl.gz", ".txt")
 # Hyperparameters the workflow derives from the input's fields; give those fields instead.
@@ -41,6 +42,9 @@ RESERVED_HYPERPARAMETERS = {
     "recompute",
     "model_parallel_degree",
     "microbatches",
+    "n_layer",
+    "d_model",
+    "n_head",
 }
 
 
@@ -81,7 +85,8 @@ class WorkflowInput:
     Args:
         run_name: names the checkpoint folder; start a new execution with the same run_name to resume
             a run from its last checkpoint (default: the execution's name).
-        hyperparameters: extra ``train.py`` hyperparameters, e.g. ``{"learning_rate": 3e-4}``.
+        hyperparameters: extra ``train.py`` hyperparameters, e.g. ``{"learning_rate": 3e-4}``, checked against
+            train.py's own schema (``training/hparams.py``): names, types and ranges.
         force_preprocess: preprocess even when the dataset's manifest already exists.
     """
 
@@ -107,6 +112,10 @@ def parse_input(raw: Any, stage: StageConfig) -> WorkflowInput:
     validate(
         dataclasses.replace(stage, preprocessing=parsed.preprocessing, training=parsed.training, deploy=parsed.deploy)
     )
+    if parsed.training.image_uri != stage.training.image_uri:  # the stack, not an execution, chooses the code
+        raise ConfigError(
+            "training.image_uri", parsed.training.image_uri, f"the stage's ({stage.training.image_uri}): set it there"
+        )
     _validate_workflow_fields(parsed)
     return parsed
 
@@ -128,6 +137,11 @@ def _validate_workflow_fields(parsed: WorkflowInput) -> None:
         raise ConfigError(
             "corpus.tokenizer_sample_bytes", parsed.corpus.tokenizer_sample_bytes, "a size like 500M or 1G"
         )
-    for name in parsed.hyperparameters:
-        if name in RESERVED_HYPERPARAMETERS or name.startswith("sagemaker_"):
-            raise ConfigError(f"hyperparameters.{name}", parsed.hyperparameters[name], "the training.* field instead")
+    hparams = training_module("hparams")
+    for name, value in parsed.hyperparameters.items():
+        if name in RESERVED_HYPERPARAMETERS or hparams.is_reserved(name):
+            raise ConfigError(f"hyperparameters.{name}", value, "the training.* field instead (the workflow sets it)")
+    try:
+        hparams.check_hyperparameters(parsed.hyperparameters)
+    except hparams.HyperparameterError as error:
+        raise ConfigError(f"hyperparameters.{error.name}", error.value, error.expected) from error

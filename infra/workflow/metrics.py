@@ -4,6 +4,9 @@
 
     [train] step=120 loss=4.1234 ppl=61.80 lr=3.000e-04 tokens_per_sec=1234.5 mfu=0.0123
     [valid] step=120 val_loss=4.2000 val_ppl=66.69
+    [health] step=120 input_wait_pct=38.2 compute_pct=55.1 sync_pct=6.7 step_s=0.512 grad_norm=1.23 skipped=0
+             peak_mem_gb=31.2 mem_pct=39 loss_drop_pct=2.1            (one line; the last two when known)
+    [heartbeat] step=120 seconds_since_step=61.0                       (every minute, from a thread)
 
 SageMaker applies each regular expression to every log line and records the first group as the metric's value.
 """
@@ -20,4 +23,15 @@ METRIC_DEFINITIONS = [
     {"Name": "train:mfu", "Regex": rf"\[train\] .*mfu={NUMBER}"},
     {"Name": "validation:loss", "Regex": rf"\[valid\] step=\d+ val_loss={NUMBER}"},
     {"Name": "validation:perplexity", "Regex": rf"\[valid\] .*val_ppl={NUMBER}"},
+    # training/observer.py: the health of each logging window (health rules, alarms)
+    {"Name": "health:input_wait_percent", "Regex": rf"\[health\] .*input_wait_pct={NUMBER}"},
+    {"Name": "health:compute_percent", "Regex": rf"\[health\] .*compute_pct={NUMBER}"},
+    {"Name": "health:sync_percent", "Regex": rf"\[health\] .*sync_pct={NUMBER}"},
+    {"Name": "health:step_seconds", "Regex": rf"\[health\] .*step_s={NUMBER}"},
+    {"Name": "health:grad_norm", "Regex": rf"\[health\] .*grad_norm={NUMBER}"},
+    {"Name": "health:skipped_steps", "Regex": rf"\[health\] .*skipped={NUMBER}"},
+    {"Name": "health:peak_memory_gb", "Regex": rf"\[health\] .*peak_mem_gb={NUMBER}"},
+    {"Name": "health:memory_percent", "Regex": rf"\[health\] .*mem_pct={NUMBER}"},
+    {"Name": "health:loss_drop_percent", "Regex": rf"\[health\] .*loss_drop_pct={NUMBER}"},
+    {"Name": "health:seconds_since_step", "Regex": rf"\[heartbeat\] .*seconds_since_step={NUMBER}"},
 ]

@@ -20,6 +20,9 @@ class ObjectStore(Protocol):
 
     def put_text(self, uri: str, text: str) -> None: ...
 
+    def read_bytes(self, uri: str) -> bytes:
+        """The object's content."""
+
 
 class S3Store:
     """The real thing, through boto3 (present in every Lambda Python runtime)."""
@@ -39,6 +42,10 @@ class S3Store:
     def put_text(self, uri: str, text: str) -> None:
         bucket, key = split_uri(uri)
         self._s3.put_object(Bucket=bucket, Key=key, Body=text.encode())
+
+    def read_bytes(self, uri: str) -> bytes:
+        bucket, key = split_uri(uri)
+        return self._s3.get_object(Bucket=bucket, Key=key)["Body"].read()
 
 
 class FolderStore:
@@ -63,3 +70,6 @@ class FolderStore:
         path = self.path(uri)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
+
+    def read_bytes(self, uri: str) -> bytes:
+        return self.path(uri).read_bytes()

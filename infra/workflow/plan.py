@@ -10,14 +10,18 @@ import json
 import math
 from typing import Any
 
+from infra.aws_limits import aws_limits
 from infra.config import ConfigError
 from infra.planner.plan import plan_for_config
 from infra.presets import ModelShape
+from infra.recipe import recipe_for, recipe_summary
+from infra.training_code import training_module
 from infra.workflow import requests
 from infra.workflow.execution_input import CORPUS_SUFFIXES, WorkflowInput, parse_input
 from infra.workflow.names import resource_names
 from infra.workflow.object_store import ObjectStore
 from infra.workflow.settings import StackSettings
+from infra.workflow.sources import check_reuse, check_sources
 
 
 class InputError(Exception):
@@ -33,17 +37,24 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
     names = resource_names(settings.job_prefix, execution_name)
     run_name = inp.run_name or execution_name
 
-    dataset_ready = bool(store.list(requests.dataset_uri(settings, inp) + "manifests/"))
+    manifests = [uri for uri, _ in store.list(requests.dataset_uri(settings, inp) + "manifests/")]
+    dataset_ready = bool(manifests)
     preprocess = inp.force_preprocess or not dataset_ready
     tokenizer_ready = bool(inp.dataset.tokenizer_s3_uri) or bool(store.list(requests.tokenizer_dir_uri(settings, inp)))
     train_tokenizer = preprocess and not tokenizer_ready
+    try:
+        check_sources(settings, inp, preprocess)
+        if not preprocess:
+            check_reuse(settings, inp, store, manifests)
+    except ConfigError as error:
+        raise InputError(str(error)) from error
+    corpus = _corpus_files(settings, inp, store) if preprocess else []
+    training_request = requests.training_job_request(settings, inp, names["training"], run_name)
+    _check_hyperparameters(inp, training_request["HyperParameters"])
 
     sample_manifest = f"s3://{settings.datasets_bucket}/inputs/{names['tokenizer']}/tokenizer-sample.manifest"
-    if preprocess:
-        corpus = _corpus_files(settings, inp, store)
-        if train_tokenizer:
-            store.put_text(sample_manifest, _sample_manifest(requests.corpus_uri(settings, inp), corpus, inp))
-
+    if train_tokenizer:  # the one write, once every check has passed
+        store.put_text(sample_manifest, _sample_manifest(requests.corpus_uri(settings, inp), corpus, inp))
     shape = inp.training.shape
     return {
         "names": names,
@@ -55,12 +66,13 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
         "dataset_uri": requests.dataset_uri(settings, inp),
         "model_artifact_uri": requests.model_artifact_uri(settings, names["training"]),
         "checkpoint_uri": f"s3://{settings.checkpoints_bucket}/{run_name}/",
-        "profiler_report_uri": requests.profiler_report_uri(settings, names["training"]),
+        "training_report_uri": requests.training_report_uri(settings, names["training"]),
+        "profiler_report_uri": requests.profiler_report_uri(settings, names["training"]),  # with Debugger on
         "summary": _summary(inp, shape),
         "requests": {
             "tokenizer": requests.tokenizer_job_request(settings, inp, names["tokenizer"], sample_manifest),
             "shards": requests.shards_job_request(settings, inp, names["shards"]),
-            "training": requests.training_job_request(settings, inp, names["training"], run_name),
+            "training": training_request,
             "model": requests.model_request(settings, inp, names["model"], names["training"]),
             "endpoint_config": requests.endpoint_config_request(
                 settings, inp, names["endpoint_config"], names["model"]
@@ -68,6 +80,33 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
             "endpoint": requests.endpoint_request(settings, names["endpoint"], names["endpoint_config"]),
         },
     }
+
+
+def _check_hyperparameters(inp: WorkflowInput, encoded: dict[str, str]) -> None:
+    """Every hyperparameter the job would get, given or derived, as train.py and SageMaker would take it."""
+    limits, hparams = aws_limits(), training_module("hparams")
+    if len(encoded) > limits.hyperparameters:
+        raise InputError(
+            f"hyperparameters: {len(encoded)} in all with the workflow's own; SageMaker takes at most "
+            f"{limits.hyperparameters} (HyperParameters)"
+        )
+    for name, text in encoded.items():
+        field = (
+            f"hyperparameters.{name}" if name in inp.hyperparameters else f"training (derived hyperparameter {name})"
+        )
+        if len(name) > limits.hyperparameter_key_chars:
+            raise InputError(
+                f"{field}: the name is longer than SageMaker's {limits.hyperparameter_key_chars} characters"
+            )
+        if len(text) > limits.hyperparameter_value_chars:
+            raise InputError(
+                f"{field}: {len(text):,} characters encoded; SageMaker takes at most "
+                f"{limits.hyperparameter_value_chars:,} (HyperParameterValue)"
+            )
+        try:
+            hparams.check_hyperparameters({name: json.loads(text)})
+        except hparams.HyperparameterError as error:
+            raise InputError(f"{field}: {error.value!r} is not valid; expected {error.expected}") from error
 
 
 def _corpus_files(settings: StackSettings, inp: WorkflowInput, store: ObjectStore) -> list[tuple[str, int]]:
@@ -99,6 +138,9 @@ def _summary(inp: WorkflowInput, shape: ModelShape) -> dict[str, Any]:
         "model": f"{train.model_preset}: {shape.n_layer} layers x {shape.d_model} wide = {params / 1e6:,.1f} M params",
         "parameters": params,
         "steps": math.ceil(train.train_tokens / train.global_batch_tokens),
+        "recipe": recipe_summary(
+            recipe_for(train.model_preset, train.global_batch_tokens, train.train_tokens, inp.hyperparameters)
+        ),
         "cluster": f"{train.instance_count} x {train.instance_type}",
     }
 

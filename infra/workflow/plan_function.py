@@ -15,13 +15,28 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from infra.aws_limits import LIMITS_FILE, write_limits
 from infra.checkov import skip_checks
-from infra.nag import acknowledge_wildcards, cfn_ref
-from infra.presets import PRESETS_FILE
+from infra.nag import acknowledge_compliance, acknowledge_wildcards, bucket_ref, cfn_ref
 from infra.source_bundle import BUILD_DIR, REPO_ROOT
+from infra.training_code import SHARED_FILES, TRAINING_ROOT
 from infra.workflow.settings import SETTINGS_ENV
 
 HANDLER_MODULE = REPO_ROOT / "infra" / "workflow" / "plan.py"
+# Why the function has no DLQ and no VPC (checkov CKV_AWS_116, CKV_AWS_117; cdk-nag LambdaDLQ, LambdaInsideVPC).
+NO_DLQ = (
+    "Invoked synchronously by the state machine (RequestResponse), which retries and catches its errors; a DLQ "
+    "receives only failed asynchronous invocations, and there are none."
+)
+NOT_IN_VPC = (
+    "It calls only S3 (ListBucket, GetObject of *.json objects, PutObject under inputs/); in a VPC it would need "
+    "ENI permissions on '*' and change nothing it can reach."
+)
+UNRESERVED = (
+    "security.plan_reserved_concurrency is 0 in this stage, for an account at Lambda's quota of 10 concurrent "
+    "executions, where any reservation fails deployment (AWS keeps 10 unreserved). One invocation per execution "
+    "start; only the state machine's role may invoke it."
+)
 
 
 def plan_modules() -> list[Path]:
@@ -35,15 +50,15 @@ def plan_modules() -> list[Path]:
 
 
 def build_plan_code(out_dir: Path = BUILD_DIR / "plan_function") -> Path:
-    """Copies the handler's modules, and the presets table it reads, into a folder in the repo's layout."""
+    """Copies the handler's modules and the training package's shared files it loads, in the repo's layout, and
+    writes the AWS limits it checks (from botocore, ``infra/aws_limits.py``)."""
     shutil.rmtree(out_dir, ignore_errors=True)
-    for module in plan_modules():
+    shared = [(TRAINING_ROOT / name).relative_to(REPO_ROOT) for name in SHARED_FILES]
+    for module in [*plan_modules(), *shared]:
         target = out_dir / module
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(REPO_ROOT / module, target)
-    presets = out_dir / PRESETS_FILE.relative_to(REPO_ROOT)
-    presets.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(PRESETS_FILE, presets)
+    write_limits(out_dir / LIMITS_FILE.relative_to(REPO_ROOT))
     return out_dir
 
 
@@ -53,9 +68,11 @@ class PlanFunction(Construct):
     Args:
         settings: the stack's resources as a JSON-serializable dict (tokens allowed).
         log_group: the function's log group (encrypted, with retention).
-        datasets: the datasets bucket, where it checks for manifests and writes the tokenizer's sample list.
+        datasets: the datasets bucket, where it reads manifests and tokenizers and writes the tokenizer's sample list.
         raw: the raw bucket, whose corpus files it lists.
+        sources: the stage's other buckets of corpora and tokenizers (``source_buckets``), listed like the raw one.
         key: the data key (objects it writes are encrypted with it).
+        reserved_concurrency: concurrent executions reserved for it, and its cap (0: unreserved, acknowledged).
     """
 
     def __init__(
@@ -67,7 +84,9 @@ class PlanFunction(Construct):
         log_group: logs.ILogGroup,
         datasets: s3.IBucket,
         raw: s3.IBucket,
+        sources: list[s3.IBucket],
         key: kms.IKey,
+        reserved_concurrency: int,
     ) -> None:
         super().__init__(scope, id)
         role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
@@ -79,6 +98,7 @@ class PlanFunction(Construct):
             code=lambda_.Code.from_asset(str(build_plan_code())),
             timeout=cdk.Duration.minutes(1),
             memory_size=512,
+            reserved_concurrent_executions=reserved_concurrency or None,
             role=role,
             log_group=log_group,
             tracing=lambda_.Tracing.ACTIVE,
@@ -87,9 +107,12 @@ class PlanFunction(Construct):
             description="Plan step of the GPT pre-training workflow",
         )
         log_group.grant_write(role)
-        # It lists (manifests, tokenizers, corpus files) and writes one object: the tokenizer's sample list.
+        # It lists (manifests, tokenizers, corpus files), reads JSON objects only (a dataset's manifests and the
+        # tokenizer it compares them with; corpus files are .jsonl, .txt ...) and writes the tokenizer's sample list.
+        readable = [datasets, raw, *sources]
+        role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[b.bucket_arn for b in readable]))
         role.add_to_policy(
-            iam.PolicyStatement(actions=["s3:ListBucket"], resources=[datasets.bucket_arn, raw.bucket_arn])
+            iam.PolicyStatement(actions=["s3:GetObject"], resources=[b.arn_for_objects("*.json") for b in readable])
         )
         role.add_to_policy(
             iam.PolicyStatement(actions=["s3:PutObject"], resources=[datasets.arn_for_objects("inputs/*")])
@@ -99,20 +122,19 @@ class PlanFunction(Construct):
         role.add_to_policy(
             iam.PolicyStatement(actions=["kms:GenerateDataKey"], resources=[key.key_arn], conditions=s3_only)
         )
-        # Lambda decrypts the environment (encrypted with the data key) with the function's role at cold start.
-        # The role reads no object, so it has no ciphertext of the data to decrypt.
+        # Lambda decrypts the environment (encrypted with the data key) with the function's role at cold start, and
+        # S3 decrypts the JSON objects it reads (manifests, tokenizers) with it.
         role.add_to_policy(iam.PolicyStatement(actions=["kms:Decrypt"], resources=[key.key_arn]))
         skip_checks(
             self.function,
-            {
-                "CKV_AWS_116": "Invoked synchronously by the state machine (RequestResponse), which retries and "
-                "catches its errors; a DLQ receives only failed asynchronous invocations, and there are none.",
-                "CKV_AWS_115": "One invocation per execution start. Any reserved concurrency fails deployment in "
-                "accounts at Lambda's default limit of 10 (AWS keeps 10 unreserved); only the state machine's role "
-                "may invoke it.",
-                "CKV_AWS_117": "It calls only S3 (ListBucket on two buckets, PutObject under inputs/) and reads no "
-                "object; in a VPC it would need ENI permissions on '*' and change nothing it can reach.",
-            },
+            {"CKV_AWS_116": NO_DLQ, "CKV_AWS_117": NOT_IN_VPC}
+            | ({} if reserved_concurrency else {"CKV_AWS_115": UNRESERVED}),
+        )
+        acknowledge_compliance(self.function, {"LambdaInsideVPC": NOT_IN_VPC})
+        acknowledge_compliance(
+            self.function,
+            {"LambdaDLQ": NO_DLQ} | ({} if reserved_concurrency else {"LambdaConcurrency": UNRESERVED}),
+            packs=("NIST80053R5", "HIPAASecurity"),
         )
         acknowledge_wildcards(
             role,
@@ -122,6 +144,13 @@ class PlanFunction(Construct):
                     "The function writes one object per execution under inputs/ (the tokenizer's sample list); "
                     "its key contains the execution's job name."
                 ),
+                **{
+                    f"Resource::{bucket_ref(b)}/*.json": (
+                        "It reads JSON objects only (manifests, tokenizer.json) to compare an existing dataset with "
+                        "the request; keys are chosen per dataset and execution."
+                    )
+                    for b in readable
+                },
                 f"Resource::{cfn_ref(log_group)}:*": (
                     "Lambda names log streams per instance; writes are limited to the function's own log group."
                 ),

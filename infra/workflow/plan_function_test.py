@@ -10,11 +10,12 @@ def test_bundle_imports_with_the_standard_library_only(tmp_path):
     code = build_plan_code(tmp_path / "plan")
     probe = (
         "import sys; sys.path.insert(0, '.');"
-        "import infra.workflow.plan as p, infra.presets as presets;"
+        "import infra.workflow.plan as p, infra.presets as presets, infra.aws_limits as limits;"
         "assert 'aws_cdk' not in sys.modules and 'boto3' not in sys.modules;"
-        "print(sorted(presets.model_presets()))"
+        "print(sorted(presets.model_presets()), limits.aws_limits().processing_instance_count);"
+        "assert 'botocore' not in sys.modules"
     )
     # -S: no site-packages (as in Lambda, apart from boto3, which the handler imports only when called)
     result = subprocess.run([sys.executable, "-S", "-c", probe], cwd=code, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    assert "gpt3-1.3b" in result.stdout
+    assert "gpt3-1.3b" in result.stdout and "(1, 100)" in result.stdout  # the limits botocore had at synth

@@ -1,8 +1,8 @@
 """Request builders: an execution's validated input in, the SageMaker API request dictionaries out.
 
 Plain functions, so tests call them directly and the Plan function calls the very same code. The
-state machine passes each request's top-level fields (``*_FIELDS`` below) to the SageMaker
-integration; every builder returns exactly those fields.
+state machine passes each request whole to the SageMaker integration; every builder returns the
+top-level fields of its ``*_FIELDS`` below (an optional one only where it applies).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from infra.config import SAGEMAKER_MAX_RUN_HOURS
-from infra.images import TENSORFLOW_VERSION, inference_image, training_image
+from infra.images import TENSORFLOW_VERSION, image_key
 from infra.instances import INSTANCE_TYPES
 from infra.workflow import debugger
 from infra.workflow.execution_input import WorkflowInput
@@ -45,18 +45,25 @@ TRAINING_FIELDS = (
     "CheckpointConfig",
     "RetryStrategy",
     "EnableInterContainerTrafficEncryption",
-    "ProfilerConfig",
-    "ProfilerRuleConfigurations",
-    *debugger.tensor_rule_field_names(TENSORFLOW_VERSION),  # none for the TF 2.21 image (no smdebug)
+    "TensorBoardOutputConfig",
     "Environment",
     "Tags",
+    # Only with observability.debugger (debugger.py); the last two only for an image with smdebug.
+    "ProfilerConfig",
+    "ProfilerRuleConfigurations",
+    "DebugHookConfig",
+    "DebugRuleConfigurations",
 )
+
+
 MODEL_FIELDS = ("ModelName", "ExecutionRoleArn", "PrimaryContainer", "VpcConfig", "Tags")
 ENDPOINT_CONFIG_FIELDS = ("EndpointConfigName", "ProductionVariants", "KmsKeyId", "Tags")
 ENDPOINT_FIELDS = ("EndpointName", "EndpointConfigName", "Tags")
 
 PROCESSING_BASE = "/opt/ml/processing"
 CHECKPOINT_DIR = "/opt/ml/checkpoints"
+TENSORBOARD_DIR = "/opt/ml/output/tensorboard"  # TensorBoardOutputConfig's LocalPath (and its default)
+REPORT_FILE = "training-report.html"  # what train.py writes into TENSORBOARD_DIR (training/report.py)
 PREPROCESS_HOURS = 24
 # How long a job's Task state waits before it times out (ASL's default is 60 s): the longest the job may
 # take, so that SageMaker's own limits (MaxRuntime, MaxWait) end a job first, plus an hour.
@@ -98,6 +105,16 @@ def corpus_uri(settings: StackSettings, inp: WorkflowInput) -> str:
     return inp.corpus.s3_uri or f"s3://{settings.raw_bucket}/"
 
 
+def _image(settings: StackSettings, scope: str, instance_type: str) -> str:
+    return settings.images[image_key(scope, gpu=INSTANCE_TYPES[instance_type].is_gpu)]
+
+
+def _volume_key(settings: StackSettings, instance_type: str, field: str = "VolumeKmsKeyId") -> dict[str, str]:
+    """The data key for the instances' storage volumes, where SageMaker accepts one: types with local NVMe
+    storage refuse it (their instance storage is encrypted by the instance's hardware)."""
+    return {} if instance_type in settings.without_volume_kms else {field: settings.kms_key_arn}
+
+
 def _tags(settings: StackSettings) -> list[dict[str, str]]:
     return [{"Key": "project", "Value": "gpt-pretraining"}, {"Key": "stage", "Value": settings.stage["name"]}]
 
@@ -129,7 +146,7 @@ def _processing_job(
         "ProcessingJobName": name,
         "RoleArn": settings.role_arn,
         "AppSpecification": {
-            "ImageUri": training_image(settings.region, gpu=False),
+            "ImageUri": _image(settings, "training", pre.instance_type),
             "ContainerEntrypoint": PROCESSING_ENTRYPOINT,
             "ContainerArguments": arguments,
         },
@@ -152,7 +169,7 @@ def _processing_job(
                 "InstanceCount": instance_count,
                 "InstanceType": pre.instance_type,
                 "VolumeSizeInGB": pre.volume_size_gb,
-                "VolumeKmsKeyId": settings.kms_key_arn,
+                **_volume_key(settings, pre.instance_type),
             }
         },
         "StoppingCondition": {"MaxRuntimeInSeconds": PREPROCESS_HOURS * 3600},
@@ -219,6 +236,7 @@ def training_hyperparameters(settings: StackSettings, inp: WorkflowInput) -> dic
     """train.py's hyperparameters and the toolkit's own, JSON-encoded as the SageMaker SDK does."""
     train = inp.training
     instance = INSTANCE_TYPES[train.instance_type]
+    observability = settings.stage_config.observability
     values: dict[str, Any] = {
         **inp.hyperparameters,
         "model_preset": train.model_preset,
@@ -231,6 +249,10 @@ def training_hyperparameters(settings: StackSettings, inp: WorkflowInput) -> dic
         "model_parallel_degree": train.model_parallel_degree,
         "microbatches": train.microbatches,
         "checkpoint_dir": CHECKPOINT_DIR,
+        "tensorboard_dir": TENSORBOARD_DIR,
+        "profile_start": observability.profile_start,
+        "profile_steps": observability.profile_steps,
+        "health_rules": json.dumps(observability.health_rules(), separators=(",", ":")),
         "sagemaker_program": ENTRY_POINTS["train"],
         "sagemaker_submit_directory": settings.source_dir_uri,
         "sagemaker_region": settings.region,
@@ -279,19 +301,23 @@ def training_output_uri(settings: StackSettings) -> str:
     return f"s3://{settings.models_bucket}/training/"
 
 
+def tensorboard_uri(settings: StackSettings, training_job_name: str) -> str:
+    """Where TensorBoardOutputConfig uploads the job's TensorBoard folder: next to its model."""
+    return f"{training_output_uri(settings)}{training_job_name}/tensorboard/"
+
+
 def training_job_request(settings: StackSettings, inp: WorkflowInput, name: str, run_name: str) -> dict:
     """The distributed training job: script mode on the TF 2.21 image, data on EFS (or S3), spot, checkpoints,
-    Debugger's system profiling and profiler rules."""
+    TensorBoard output; Debugger's system profiling and profiler rules with ``observability.debugger``."""
     train = inp.training
-    instance = INSTANCE_TYPES[train.instance_type]
     max_run = train.max_run_hours * 3600
     output_uri = training_output_uri(settings)
-    interval_ms = settings.stage_config.observability.profiling_interval_ms
+    observability = settings.stage_config.observability
     return {
         "TrainingJobName": name,
         "RoleArn": settings.role_arn,
         "AlgorithmSpecification": {
-            "TrainingImage": training_image(settings.region, gpu=instance.is_gpu),
+            "TrainingImage": train.image_uri or _image(settings, "training", train.instance_type),
             "TrainingInputMode": "File",
             "MetricDefinitions": METRIC_DEFINITIONS,
             "EnableSageMakerMetricsTimeSeries": True,
@@ -303,7 +329,7 @@ def training_job_request(settings: StackSettings, inp: WorkflowInput, name: str,
             "InstanceType": train.instance_type,
             "InstanceCount": train.instance_count,
             "VolumeSizeInGB": train.volume_size_gb,
-            "VolumeKmsKeyId": settings.kms_key_arn,
+            **_volume_key(settings, train.instance_type),
         },
         "VpcConfig": {"SecurityGroupIds": settings.security_group_ids, "Subnets": settings.subnet_ids},
         # Spot waits up to as long again for capacity; SageMaker requires MaxWait >= MaxRuntime.
@@ -315,9 +341,15 @@ def training_job_request(settings: StackSettings, inp: WorkflowInput, name: str,
         "CheckpointConfig": {"S3Uri": f"s3://{settings.checkpoints_bucket}/{run_name}/", "LocalPath": CHECKPOINT_DIR},
         "RetryStrategy": {"MaximumRetryAttempts": 2},
         "EnableInterContainerTrafficEncryption": True,
-        "ProfilerConfig": debugger.profiler_config(output_uri, interval_ms),
-        "ProfilerRuleConfigurations": debugger.profiler_rule_configurations(settings.rule_evaluator_image),
-        **debugger.tensor_rule_fields(TENSORFLOW_VERSION, output_uri, settings.rule_evaluator_image),
+        **debugger.debugger_fields(
+            observability.debugger,
+            TENSORFLOW_VERSION,
+            output_uri,
+            observability.profiling_interval_ms,
+            settings.rule_evaluator_image,
+            settings.profiler_rule_parameters,
+        ),
+        "TensorBoardOutputConfig": {"S3OutputPath": tensorboard_uri(settings, name), "LocalPath": TENSORBOARD_DIR},
         "Environment": {"PYTHONUNBUFFERED": "1"},
         "Tags": _tags(settings),
     }
@@ -333,13 +365,17 @@ def profiler_report_uri(settings: StackSettings, training_job_name: str) -> str:
     return debugger.profiler_report_uri(training_output_uri(settings), training_job_name)
 
 
+def training_report_uri(settings: StackSettings, training_job_name: str) -> str:
+    """The project's own report (health verdicts and plots), uploaded with the job's TensorBoard folder."""
+    return tensorboard_uri(settings, training_job_name) + REPORT_FILE
+
+
 def model_request(settings: StackSettings, inp: WorkflowInput, name: str, training_job_name: str) -> dict:
-    gpu = INSTANCE_TYPES[inp.deploy.instance_type].is_gpu
     return {
         "ModelName": name,
         "ExecutionRoleArn": settings.role_arn,
         "PrimaryContainer": {
-            "Image": inference_image(settings.region, gpu=gpu),
+            "Image": _image(settings, "inference", inp.deploy.instance_type),
             "ModelDataUrl": model_artifact_uri(settings, training_job_name),
         },
         "VpcConfig": {"SecurityGroupIds": settings.security_group_ids, "Subnets": settings.subnet_ids},
@@ -357,7 +393,7 @@ def endpoint_config_request(settings: StackSettings, inp: WorkflowInput, name: s
     return {
         "EndpointConfigName": name,
         "ProductionVariants": [variant],
-        "KmsKeyId": settings.kms_key_arn,
+        **_volume_key(settings, inp.deploy.instance_type, "KmsKeyId"),
         "Tags": _tags(settings),
     }
 

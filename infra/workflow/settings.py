@@ -20,7 +20,11 @@ class StackSettings:
         job_prefix: every SageMaker name starts with it; the state machine's IAM is scoped to it.
         source_dir_uri: the training package's ``sourcedir.tar.gz``.
         efs_datasets_path: the datasets directory on the file system (the DataSync access point's root).
-        rule_evaluator_image: the region's SageMaker Debugger rule image (resolved at synth time).
+        rule_evaluator_image: the region's SageMaker Debugger rule image.
+        profiler_rule_parameters: each built-in profiler rule's ``RuleParameters``.
+        images: the jobs' image URIs by :func:`infra.images.image_key`.
+        without_volume_kms: instance types with local storage, where SageMaker refuses a volume KMS key.
+            These four come from the SageMaker SDK, resolved at synth (``infra/sdk_tables.py``).
         stage: the stage configuration, whose values are the execution input's defaults.
     """
 
@@ -39,6 +43,9 @@ class StackSettings:
     security_group_ids: list[str]
     source_dir_uri: str
     rule_evaluator_image: str
+    profiler_rule_parameters: dict[str, dict[str, str]]
+    images: dict[str, str]
+    without_volume_kms: list[str]
     stage: dict[str, Any]
 
     @property

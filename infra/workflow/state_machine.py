@@ -8,10 +8,9 @@ channels, checkpoints, spot, profiler...) and there is no processing-job task, s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
@@ -25,6 +24,13 @@ from infra.workflow import requests
 
 SAGEMAKER_ERRORS_TO_RETRY = ["SageMaker.AmazonSageMakerException", "SageMaker.ThrottlingException"]
 AWS_SDK_ERRORS_TO_RETRY = ["States.Timeout", "ThrottlingException", "InternalException", "ServiceUnavailableException"]
+# DescribeTrainingJob's optional members that the success notification reports, with what it says without them.
+# A JSONPath that finds nothing raises States.Runtime, which no Catch catches: absent members must be harmless.
+TRAINING_RESULT_DEFAULTS = {
+    "FinalMetricDataList": [],
+    "TrainingTimeInSeconds": "unknown",
+    "BillableTimeInSeconds": "unknown",
+}
 
 
 class Workflow(Construct):
@@ -35,10 +41,12 @@ class Workflow(Construct):
         job_prefix: the prefix of every SageMaker name; IAM is scoped to it.
         execution_role_arn: the role SageMaker jobs run as (the only role the state machine may pass).
         datasync_task: the task that stages datasets to EFS.
+        key: the data key, which endpoint configurations name (CreateEndpoint creates a grant on it).
         topic: where success and failure are announced.
         log_group: the state machine's execution log.
         log_level: ``ALL`` or ``ERROR``.
         include_execution_data: log each state's input and output too (default true).
+        debugger: training jobs carry Debugger's fields and the success message links its report (default false).
     """
 
     def __init__(
@@ -50,10 +58,12 @@ class Workflow(Construct):
         job_prefix: str,
         execution_role_arn: str,
         datasync_task: CfnTask,
+        key: kms.IKey,
         topic: sns.ITopic,
         log_group: logs.ILogGroup,
         log_level: str = "ALL",
         include_execution_data: bool = True,
+        debugger: bool = False,
     ) -> None:
         super().__init__(scope, id)
         self._prefix = job_prefix
@@ -61,6 +71,7 @@ class Workflow(Construct):
         self._datasync_task_arn = datasync_task.attr_task_arn
         self._plan_function = plan_function
         self._topic = topic
+        self._key = key
         notify_failure = self._notify_failure()
 
         plan = tasks.LambdaInvoke(
@@ -74,25 +85,25 @@ class Workflow(Construct):
             ),
             retry_on_service_exceptions=True,
         )
-        tokenizer = self._sagemaker_job(
-            "TrainTokenizer", "createProcessingJob", "tokenizer", requests.PROCESSING_FIELDS
-        )
-        shards = self._sagemaker_job("WriteShards", "createProcessingJob", "shards", requests.PROCESSING_FIELDS)
+        # Throttled beyond its reserved concurrency (security.plan_reserved_concurrency): wait and try again.
+        plan.add_retry(errors=["Lambda.TooManyRequestsException"], interval=cdk.Duration.seconds(2), max_attempts=6)
+        tokenizer = self._sagemaker_job("TrainTokenizer", "createProcessingJob", "tokenizer")
+        shards = self._sagemaker_job("WriteShards", "createProcessingJob", "shards")
         train = self._sagemaker_job(
             "Train",
             "createTrainingJob",
             "training",
-            requests.TRAINING_FIELDS,
-            result_selector={
-                "TrainingJobName.$": "$.TrainingJobName",
-                "ModelArtifacts.$": "$.ModelArtifacts.S3ModelArtifacts",
-                "FinalMetrics.$": "$.FinalMetricDataList",
-                "TrainingTimeInSeconds.$": "$.TrainingTimeInSeconds",
-                "BillableTimeInSeconds.$": "$.BillableTimeInSeconds",
-            },
+            result_selector={"Defaults": TRAINING_RESULT_DEFAULTS, "Job.$": "$"},
         )
         for state in (plan, tokenizer, shards, train):
             state.add_catch(notify_failure, result_path="$.error")
+        # The job's description with a default for each optional member it lacks, as $.training.Job.
+        training_result = sfn.Pass(
+            self,
+            "TrainingResult",
+            parameters={"Job.$": "States.JsonMerge($.training.Defaults, $.training.Job, false)"},
+            result_path="$.training",
+        )
 
         notify_success = tasks.SnsPublish(
             self,
@@ -103,14 +114,16 @@ class Workflow(Construct):
             message=sfn.TaskInput.from_text(
                 sfn.JsonPath.format(
                     "Execution {} succeeded. Model: {}. Final metrics: {}. Training time: {} s (billed {} s). "
-                    "Checkpoints: {}. Profiler report: {}",
+                    "Checkpoints: {}. Training report (health verdicts and plots): {}"
+                    + (". Debugger profiler report: {}" if debugger else ""),
                     sfn.JsonPath.execution_name,
-                    sfn.JsonPath.string_at("$.training.ModelArtifacts"),
-                    sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.training.FinalMetrics")),
-                    sfn.JsonPath.string_at("$.training.TrainingTimeInSeconds"),
-                    sfn.JsonPath.string_at("$.training.BillableTimeInSeconds"),
+                    sfn.JsonPath.string_at("$.training.Job.ModelArtifacts.S3ModelArtifacts"),
+                    sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.training.Job.FinalMetricDataList")),
+                    sfn.JsonPath.string_at("$.training.Job.TrainingTimeInSeconds"),
+                    sfn.JsonPath.string_at("$.training.Job.BillableTimeInSeconds"),
                     sfn.JsonPath.string_at("$.plan.checkpoint_uri"),
-                    sfn.JsonPath.string_at("$.plan.profiler_report_uri"),
+                    sfn.JsonPath.string_at("$.plan.training_report_uri"),
+                    *([sfn.JsonPath.string_at("$.plan.profiler_report_uri")] if debugger else []),
                 )
             ),
         )
@@ -118,7 +131,7 @@ class Workflow(Construct):
         notify_success.add_catch(notify_failure, result_path="$.error")
         deploy = self._deploy(notify_success, notify_failure)
 
-        after_staging = train.next(
+        after_staging = train.next(training_result).next(
             sfn.Choice(self, "Deploy?")
             .when(sfn.Condition.boolean_equals("$.plan.deploy", True), deploy)
             .otherwise(notify_success)
@@ -169,7 +182,6 @@ class Workflow(Construct):
         id: str,
         action: str,
         request: str,
-        fields: Sequence[str],
         *,
         sync: bool = True,
         result_selector: dict | None = None,
@@ -179,7 +191,9 @@ class Workflow(Construct):
         state: dict = {
             "Type": "Task",
             "Resource": f"arn:{cdk.Aws.PARTITION}:states:::sagemaker:{action}{'.sync' if sync else ''}",
-            "Parameters": {f"{field}.$": f"$.plan.requests.{request}.{field}" for field in fields},
+            # The request whole, as its parameters: a field the Plan step leaves out (a volume key where the
+            # instance type refuses one) stays out, where a Parameters path to it would raise States.Runtime.
+            "InputPath": f"$.plan.requests.{request}",
             "ResultPath": result_path or f"$.{request}",
             "Retry": [
                 {"ErrorEquals": SAGEMAKER_ERRORS_TO_RETRY, "IntervalSeconds": 10, "MaxAttempts": 5, "BackoffRate": 2}
@@ -219,9 +233,9 @@ class Workflow(Construct):
             parameters={"TaskExecutionArn": sfn.JsonPath.string_at("$.datasync.TaskExecutionArn")},
             iam_resources=[f"{self._datasync_task_arn}/execution/*"],
             result_path="$.datasync_status",
-            result_selector={"Status.$": "$.Status", "Result.$": "$.Result"},
         )
-        cause = sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.datasync_status.Result"))
+        # Status and Result are optional members: the cause is the whole description, which is always there.
+        cause = sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.datasync_status"))
         poll = self._poll(
             "DataSync",
             "DataSync done?",
@@ -232,18 +246,29 @@ class Workflow(Construct):
             failed=("ERROR", "DataSync.Failed", cause),
             notify_failure=notify_failure,
         )
-        return start.next(poll)
+        # TaskExecutionArn is optional in the API model: without it there is nothing to poll, which is a failure.
+        no_execution = sfn.Pass(
+            self,
+            "DataSyncNotStarted",
+            result_path="$.error",
+            parameters={
+                "Error": "DataSync.NotStarted",
+                "Cause": sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.datasync")),
+            },
+        )
+        return start.next(
+            sfn.Choice(self, "DataSync started?")
+            .when(sfn.Condition.is_present("$.datasync.TaskExecutionArn"), poll)
+            .otherwise(no_execution.next(notify_failure))
+        )
 
     def _deploy(self, notify_success: sfn.IChainable, notify_failure: sfn.IChainable) -> sfn.IChainable:
         """Model, endpoint configuration, endpoint; then poll until the endpoint is in service."""
-        model = self._sagemaker_job(
-            "CreateModel", "createModel", "model", requests.MODEL_FIELDS, sync=False, result_path="$.deployment.model"
-        )
+        model = self._sagemaker_job("CreateModel", "createModel", "model", sync=False, result_path="$.deployment.model")
         config = self._sagemaker_job(
             "CreateEndpointConfig",
             "createEndpointConfig",
             "endpoint_config",
-            requests.ENDPOINT_CONFIG_FIELDS,
             sync=False,
             result_path="$.deployment.endpoint_config",
         )
@@ -251,7 +276,6 @@ class Workflow(Construct):
             "CreateEndpoint",
             "createEndpoint",
             "endpoint",
-            requests.ENDPOINT_FIELDS,
             sync=False,
             result_path="$.deployment.endpoint",
         )
@@ -267,7 +291,7 @@ class Workflow(Construct):
             iam_resources=[self._arn("endpoint")],
             result_path="$.deployment.status",
         )
-        cause = sfn.JsonPath.string_at("$.deployment.status.FailureReason")
+        cause = sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.deployment.status"))  # FailureReason is optional
         poll = self._poll(
             "Endpoint",
             "Endpoint in service?",
@@ -292,7 +316,8 @@ class Workflow(Construct):
         failed: tuple[str, str, str],
         notify_failure: sfn.IChainable,
     ) -> sfn.IChainable:
-        """Wait, describe, and go on when ``status`` reads done; fail when it reads failed; else wait again.
+        """Wait, describe, and go on when ``status`` reads done; fail when it reads failed; else (or when the
+        description lacks it) wait again.
 
         Args:
             done: (status value, next state).
@@ -305,8 +330,8 @@ class Workflow(Construct):
         failure = sfn.Pass(self, f"{name}Failed", result_path="$.error", parameters={"Error": error, "Cause": cause})
         return wait.next(describe).next(
             sfn.Choice(self, question)
-            .when(sfn.Condition.string_equals(status, done[0]), done[1])
-            .when(sfn.Condition.string_equals(status, failed_status), failure.next(notify_failure))
+            .when(_reads(status, done[0]), done[1])
+            .when(_reads(status, failed_status), failure.next(notify_failure))
             .otherwise(wait)
         )
 
@@ -362,6 +387,16 @@ class Workflow(Construct):
                 ],
                 resources=hosting,
             ),
+            # CreateEndpoint with an endpoint configuration that names the data key: SageMaker creates a grant
+            # on it for the endpoint's volumes, as the caller. Only through SageMaker, only for AWS resources.
+            iam.PolicyStatement(
+                actions=["kms:CreateGrant"],
+                resources=[self._key.key_arn],
+                conditions={
+                    "Bool": {"kms:GrantIsForAWSResource": "true"},
+                    "StringEquals": {"kms:ViaService": f"sagemaker.{cdk.Aws.REGION}.amazonaws.com"},
+                },
+            ),
             iam.PolicyStatement(
                 actions=["iam:PassRole"],
                 resources=[execution_role_arn],
@@ -398,6 +433,11 @@ class Workflow(Construct):
             "Invoking any version of the Plan function (CDK's LambdaInvoke grant)."
         )
         acknowledge_wildcards(role, reasons)
+
+
+def _reads(path: str, value: str) -> sfn.Condition:
+    """``path`` is present and equals ``value`` (comparing an absent path raises States.Runtime)."""
+    return sfn.Condition.and_(sfn.Condition.is_present(path), sfn.Condition.string_equals(path, value))
 
 
 def _retry_sdk_errors(state: tasks.CallAwsService) -> None:

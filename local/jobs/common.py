@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -16,6 +18,7 @@ from pathlib import Path
 from infra.workflow.object_store import FolderStore, split_uri
 
 CONTAINER_ROOT = "/opt/ml"
+STOP_GRACE_SECONDS = 120.0  # SageMaker sends SIGTERM to a stopped job's containers and kills them this much later
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 
 
@@ -89,15 +92,21 @@ class Host:
     lines: list[str] = field(default_factory=list)
 
 
-def run_hosts(hosts: list[Host], log_dir: Path, echo: bool = True) -> dict[str, int]:
-    """Starts every host at once, streams their output (prefixed by host), stops all if one fails."""
+def run_hosts(
+    hosts: list[Host], log_dir: Path, echo: bool = True, grace_seconds: float = STOP_GRACE_SECONDS
+) -> dict[str, int]:
+    """Starts every host at once, streams their output (prefixed by host), stops all if one fails.
+
+    A host is stopped as SageMaker stops an instance: SIGTERM to every process of it (its process group, the
+    "container"), then SIGKILL to those still running ``grace_seconds`` later.
+    """
     log_dir.mkdir(parents=True, exist_ok=True)
     processes = {}
     threads = []
     for host in hosts:
         process = subprocess.Popen(
             host.argv, cwd=host.cwd, env=host.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            bufsize=1,
+            bufsize=1, start_new_session=True,
         )  # fmt: skip
         processes[host.name] = process
         thread = threading.Thread(target=_pump, args=(process, host, log_dir / f"{host.name}.log", echo), daemon=True)
@@ -113,13 +122,29 @@ def run_hosts(hosts: list[Host], log_dir: Path, echo: bool = True) -> dict[str, 
                 break
             time.sleep(0.2)
     finally:  # a failed host, or this job stopped (a timeout, Ctrl-C): no host outlives the job
-        for name, process in processes.items():
-            if process.poll() is None:
-                process.terminate()
-            codes[name] = process.wait()
+        _stop(list(processes.values()), grace_seconds)
+        codes.update({name: process.returncode for name, process in processes.items()})
     for thread in threads:
         thread.join(timeout=5)
     return codes
+
+
+def _signal_group(process: subprocess.Popen, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # the group may be gone already
+        os.killpg(process.pid, signum)  # the host's session: the process and everything it started
+
+
+def _stop(processes: list[subprocess.Popen], grace_seconds: float) -> None:
+    """SIGTERM to every host's processes, SIGKILL after ``grace_seconds``; returns once all have ended."""
+    for process in processes:
+        _signal_group(process, signal.SIGTERM)
+    deadline = time.monotonic() + grace_seconds
+    for process in processes:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+    for process in processes:
+        _signal_group(process, signal.SIGKILL)
+        process.wait()
 
 
 def _pump(process: subprocess.Popen, host: Host, log: Path, echo: bool) -> None:

@@ -1,16 +1,21 @@
-"""CreateTrainingJob, run here the way the SageMaker training toolkit runs a script-mode job.
+"""CreateTrainingJob, run here as SageMaker runs it: the control plane's part here, the container's by the toolkit.
 
-Per host ``algo-N``: an ``/opt/ml``-style folder with ``input/data/<channel>``, ``model``, ``output`` and
-``checkpoints``; the SM_* environment; TF_CONFIG when MultiWorkerMirroredStrategy is on; the entry point
-started from the unpacked ``sourcedir.tar.gz`` with the hyperparameters as ``--name value`` arguments.
+What SageMaker does, done here per host ``algo-N``: the ``/opt/ml`` layout (a folder, ``SAGEMAKER_BASE_DIR``) with
+``input/config/{hyperparameters,resourceconfig,inputdataconfig}.json``, the channels under ``input/data/``, the
+``model``, ``output`` and checkpoint folders, checkpoint sync, a network per host (``local/jobs/network.py``),
+``model.tar.gz`` and the failure reason. What the container does is the real in-container toolkit's:
+``sagemaker-training``'s ``train`` entry point with the TensorFlow container's module
+(``sagemaker_tensorflow_container.training``), which installs the package, writes TF_CONFIG and starts the entry
+point. Two translations remain, as the machine has no ``/opt/ml`` and no S3: container paths in hyperparameters
+name the host's folder, and ``sagemaker_submit_directory`` names the archive in the local store.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
-import socket
 import sys
 import tarfile
 import time
@@ -18,46 +23,20 @@ from pathlib import Path
 from typing import Any
 
 from infra.workflow.object_store import FolderStore
+from local.jobs import network
 from local.jobs.common import (
     Host,
     JobFailed,
     copy_objects,
-    extract_archive,
     in_host,
     local_environment,
     objects_under,
     run_hosts,
+    upload_folder,
 )
 
-
-def decode_hyperparameters(encoded: dict[str, str]) -> dict[str, Any]:
-    """As the toolkit does: each value JSON-decoded, the raw string kept when it is not JSON."""
-    decoded = {}
-    for name, value in encoded.items():
-        try:
-            decoded[name] = json.loads(value)
-        except ValueError:
-            decoded[name] = value
-    return decoded
-
-
-def to_cmd_args(hyperparameters: dict[str, Any]) -> list[str]:
-    """The toolkit's command line: ``--name value`` for each user hyperparameter, booleans as True/False."""
-    argv = []
-    for name, value in sorted(hyperparameters.items()):
-        if not name.startswith("sagemaker_"):
-            argv += [f"--{name}", json.dumps(value) if isinstance(value, dict | list) else str(value)]
-    return argv
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
+TOOLKIT_TRAIN = Path(sys.executable).parent / "train"  # sagemaker-training's console script
+FRAMEWORK_MODULE = "sagemaker_tensorflow_container.training:main"
 
 
 def _channel(store: FolderStore, channel: dict, efs_root: Path, job_dir: Path) -> Path:
@@ -83,68 +62,110 @@ def _link(target: Path, link: Path) -> None:
     link.symlink_to(target, target_is_directory=True)
 
 
+def host_hyperparameters(request: dict[str, Any], store: FolderStore, host_dir: Path) -> dict[str, str]:
+    """The request's hyperparameters (JSON-encoded strings, as SageMaker writes them) with the two translations."""
+    hps = {}
+    for name, encoded in request.get("HyperParameters", {}).items():
+        try:
+            value = json.loads(encoded)
+        except ValueError:
+            value = encoded
+        if name == "sagemaker_submit_directory":
+            value = str(store.path(value))
+        elif isinstance(value, str):
+            value = in_host(value, host_dir)
+        hps[name] = json.dumps(value) if isinstance(value, str) else encoded
+    return hps
+
+
+def write_host_config(
+    host_dir: Path, request: dict[str, Any], hyperparameters: dict[str, str], hosts: list[str], host: str
+) -> None:
+    """``/opt/ml/input/config``: what SageMaker writes for the toolkit before the container starts."""
+    config = host_dir / "input" / "config"
+    config.mkdir(parents=True, exist_ok=True)
+    instance_type = request["ResourceConfig"]["InstanceType"]
+    group = {"instance_group_name": "homogeneousCluster", "instance_type": instance_type, "hosts": hosts}
+    resource = {
+        "current_host": host,
+        "current_instance_type": instance_type,
+        "current_group_name": "homogeneousCluster",
+        "hosts": hosts,
+        "instance_groups": [group],
+        "network_interface_name": "eth0",
+    }
+    mode = request["AlgorithmSpecification"].get("TrainingInputMode", "File")
+    channels = {
+        c["ChannelName"]: {
+            "TrainingInputMode": c.get("InputMode", mode),
+            "S3DistributionType": c["DataSource"]
+            .get("S3DataSource", {})
+            .get("S3DataDistributionType", "FullyReplicated"),
+            "RecordWrapperType": "None",
+        }
+        for c in request.get("InputDataConfig", [])
+    }
+    for name, content in (
+        ("hyperparameters", hyperparameters),
+        ("resourceconfig", resource),
+        ("inputdataconfig", channels),
+    ):
+        (config / f"{name}.json").write_text(json.dumps(content, indent=2))
+
+
 def run_training_job(request: dict[str, Any], store: FolderStore, jobs_dir: Path, efs_root: Path) -> dict[str, Any]:
     """Runs the job to completion and answers like DescribeTrainingJob; raises JobFailed."""
     name = request["TrainingJobName"]
     job_dir = jobs_dir / name
     started = time.time()
-    hps = decode_hyperparameters(request.get("HyperParameters", {}))
-    code_dir = job_dir / "code"
-    submit = store.path(hps["sagemaker_submit_directory"])
-    if not submit.is_file():
-        raise JobFailed(f"ClientError: {hps['sagemaker_submit_directory']} does not exist")
-    extract_archive(submit, code_dir)
-
+    submit = json.loads(request.get("HyperParameters", {}).get("sagemaker_submit_directory", '""'))
+    if not store.path(submit).is_file():
+        raise JobFailed(f"ClientError: {submit} does not exist")
     count = request["ResourceConfig"]["InstanceCount"]
     host_names = [f"algo-{i + 1}" for i in range(count)]
-    mwms = bool(hps.get("sagemaker_multi_worker_mirrored_strategy_enabled")) and count > 1
-    ports = free_ports(count) if mwms else []
+    if not network.available():
+        if count > 1:
+            raise JobFailed("ClientError: hosts on one machine each need a network namespace: run as root, with ip")
+        host_names = ["localhost"]  # the toolkit waits until every host name resolves
     checkpoint = request.get("CheckpointConfig")
     checkpoint_store = store.path(checkpoint["S3Uri"]) if checkpoint else None
     if checkpoint_store:
         checkpoint_store.mkdir(parents=True, exist_ok=True)
     threads = max(1, (os.cpu_count() or 1) // count)
-    hosts = []
-    for index, host_name in enumerate(host_names):
-        host_dir = job_dir / host_name
-        channels = {}
-        for channel in request.get("InputDataConfig", []):
-            target = _channel(store, channel, efs_root, job_dir)
-            _link(target, host_dir / "input/data" / channel["ChannelName"])
-            channels[channel["ChannelName"]] = str(host_dir / "input/data" / channel["ChannelName"])
-        for folder in ("model", "output/data"):
-            (host_dir / folder).mkdir(parents=True, exist_ok=True)
-        if checkpoint_store:  # SageMaker keeps /opt/ml/checkpoints in sync with S3; a link is that, instantly
-            _link(checkpoint_store, Path(in_host(checkpoint.get("LocalPath", "/opt/ml/checkpoints"), host_dir)))
-        user_hps = {k: in_host(v, host_dir) if isinstance(v, str) else v for k, v in hps.items()}
-        env = {
-            "SM_HPS": json.dumps({k: v for k, v in user_hps.items() if not k.startswith("sagemaker_")}),
-            "SM_HOSTS": json.dumps(host_names),
-            "SM_CURRENT_HOST": host_name,
-            "SM_NUM_GPUS": "0",
-            "SM_NUM_CPUS": str(threads),
-            "SM_MODEL_DIR": str(host_dir / "model"),
-            "SM_OUTPUT_DIR": str(host_dir / "output"),
-            "SM_OUTPUT_DATA_DIR": str(host_dir / "output/data"),
-            "SM_CHANNELS": json.dumps(sorted(channels)),
-            "SM_USER_ENTRY_POINT": hps["sagemaker_program"],
-            **{f"SM_CHANNEL_{c.upper()}": path for c, path in channels.items()},
-            "CUDA_VISIBLE_DEVICES": "",
-            "TF_NUM_INTRAOP_THREADS": str(threads),
-            "TF_NUM_INTEROP_THREADS": "1",
-            **request.get("Environment", {}),
-        }
-        if mwms:
-            env["TF_CONFIG"] = json.dumps(
-                {"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]}, "task": {"type": "worker", "index": index}}
-            )
-        argv = [sys.executable, hps["sagemaker_program"], *to_cmd_args(user_hps)]
-        hosts.append(Host(host_name, argv, local_environment(env), code_dir))
-
-    codes = run_hosts(hosts, job_dir / "logs")
+    with contextlib.ExitStack() as stack:
+        prefixes = stack.enter_context(network.host_networks(host_names)) if network.available() else {}
+        hosts = []
+        for host_name in host_names:
+            host_dir = job_dir / host_name
+            for channel in request.get("InputDataConfig", []):
+                target = _channel(store, channel, efs_root, job_dir)
+                _link(target, host_dir / "input/data" / channel["ChannelName"])
+            for folder in ("model", "output/data"):  # SageMaker makes them; the toolkit does not
+                (host_dir / folder).mkdir(parents=True, exist_ok=True)
+            if checkpoint_store:  # SageMaker keeps /opt/ml/checkpoints in sync with S3; a link is that, instantly
+                _link(checkpoint_store, Path(in_host(checkpoint.get("LocalPath", "/opt/ml/checkpoints"), host_dir)))
+            hyperparameters = host_hyperparameters(request, store, host_dir)
+            write_host_config(host_dir, request, hyperparameters, host_names, host_name)
+            env = {
+                "SAGEMAKER_BASE_DIR": str(host_dir),
+                "SAGEMAKER_TRAINING_MODULE": FRAMEWORK_MODULE,
+                "TRAINING_JOB_NAME": name,
+                "CUDA_VISIBLE_DEVICES": "",  # this machine's share: no GPU, its cores split between the hosts
+                "TF_NUM_INTRAOP_THREADS": str(threads),
+                "TF_NUM_INTEROP_THREADS": "1",
+                **request.get("Environment", {}),
+            }
+            argv = [*prefixes.get(host_name, []), str(TOOLKIT_TRAIN)]
+            hosts.append(Host(host_name, argv, local_environment(env), host_dir))
+        codes = run_hosts(hosts, job_dir / "logs")
     if any(codes.values()):
         raise JobFailed(_failure_reason(name, hosts, codes, job_dir))
     artifact = _upload_model(store, request, name, job_dir / host_names[0] / "model")
+    tensorboard = request.get("TensorBoardOutputConfig")
+    if tensorboard:  # SageMaker uploads this folder while the job runs; here once, at the end
+        local = Path(in_host(tensorboard.get("LocalPath", "/opt/ml/output/tensorboard"), job_dir / host_names[0]))
+        if local.is_dir():
+            upload_folder(store, local, tensorboard["S3OutputPath"])
     return {
         "TrainingJobName": name,
         "TrainingJobArn": f"arn:aws:sagemaker:local:000000000000:training-job/{name}",

@@ -1,35 +1,64 @@
-"""The toolkit's conventions the local training job follows."""
+"""What the local control plane writes for the in-container toolkit, read back by the toolkit's own code."""
+
+import json
+import subprocess
+import sys
 
 from infra.workflow.metrics import METRIC_DEFINITIONS
+from infra.workflow.object_store import FolderStore
 from infra.workflow.requests import encode_hyperparameters
-from local.jobs.training import decode_hyperparameters, final_metrics, to_cmd_args
+from local.jobs.training import final_metrics, host_hyperparameters, write_host_config
+
+REQUEST = {
+    "HyperParameters": encode_hyperparameters(
+        {
+            "model_preset": "tiny",
+            "recompute": False,
+            "learning_rate": 6e-4,
+            "checkpoint_dir": "/opt/ml/checkpoints",
+            "sagemaker_submit_directory": "s3://assets/abc.gz",
+            "sagemaker_program": "train.py",
+            "sagemaker_multi_worker_mirrored_strategy_enabled": True,
+        }
+    ),
+    "ResourceConfig": {"InstanceType": "ml.m5.xlarge", "InstanceCount": 2},
+    "AlgorithmSpecification": {"TrainingInputMode": "File"},
+    "InputDataConfig": [{"ChannelName": "train", "DataSource": {"FileSystemDataSource": {}}, "InputMode": "File"}],
+}
+
+# Run in a fresh process: the toolkit reads SAGEMAKER_BASE_DIR when it is imported.
+READ_BACK = """
+import json
+from sagemaker_training import environment
+env = environment.Environment()
+print(json.dumps({"args": env.to_cmd_args(), "hosts": env.hosts, "current": env.current_host,
+                  "channels": env.channel_input_dirs, "mwms": env.additional_framework_parameters,
+                  "module_dir": env.module_dir, "model_dir": env.model_dir}))
+"""
 
 
-def test_hyperparameters_round_trip_as_the_toolkit_passes_them():
-    encoded = encode_hyperparameters(
-        {"model_preset": "tiny", "recompute": False, "learning_rate": 6e-4, "max_steps": 3}
+def test_the_toolkit_reads_the_job_as_sagemaker_configures_it(tmp_path):
+    store = FolderStore(tmp_path / "s3")
+    host_dir = tmp_path / "algo-2"
+    hps = host_hyperparameters(REQUEST, store, host_dir)
+    write_host_config(host_dir, REQUEST, hps, ["algo-1", "algo-2"], "algo-2")
+    out = subprocess.run(
+        [sys.executable, "-c", READ_BACK],
+        env={"SAGEMAKER_BASE_DIR": str(host_dir), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
     )
-    decoded = decode_hyperparameters({**encoded, "raw": "not json"})
-    assert decoded == {
-        "model_preset": "tiny",
-        "recompute": False,
-        "learning_rate": 6e-4,
-        "max_steps": 3,
-        "raw": "not json",
-    }
-    argv = to_cmd_args({**decoded, "sagemaker_program": "train.py"})
-    assert argv == [
-        "--learning_rate",
-        "0.0006",
-        "--max_steps",
-        "3",
-        "--model_preset",
-        "tiny",
-        "--raw",
-        "not json",
-        "--recompute",
-        "False",
-    ]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["hosts"] == ["algo-1", "algo-2"] and seen["current"] == "algo-2"
+    assert seen["channels"] == {"train": str(host_dir / "input/data/train")}
+    assert seen["module_dir"] == str(store.path("s3://assets/abc.gz"))
+    assert seen["model_dir"] == str(host_dir / "model")
+    assert seen["mwms"]["sagemaker_multi_worker_mirrored_strategy_enabled"] is True
+    args = seen["args"]  # the toolkit's command line: booleans as True/False, container paths translated
+    assert args[args.index("--recompute") + 1] == "False"
+    assert args[args.index("--checkpoint_dir") + 1] == str(host_dir / "checkpoints")
+    assert args[args.index("--learning_rate") + 1] == "0.0006"
 
 
 def test_final_metrics_are_the_last_values_in_the_log():

@@ -1,8 +1,11 @@
-"""Model shapes from ``presets.json`` and the closed-form parameter count.
+"""Model shapes and their training recipe from ``presets.json``, and the closed-form parameter count.
 
 The GPT-3 paper (Brown et al. 2020, Table 2.1) names its models by parameter count; this module
 computes the exact count of our architecture for a shape so tests can compare it with the paper's
-rounded figure and with a built model.
+rounded figure and with a built model. It is the one home of the per-block formula.
+
+Standard library only: infra loads this file (``infra/training_code.py``) for the planner and the
+workflow's Plan step, which run where TensorFlow is not installed.
 
 Example:
     >>> preset = get_preset("gpt3-125m")
@@ -23,13 +26,21 @@ PRESETS_FILE = Path(__file__).with_name("presets.json")
 
 @dataclasses.dataclass(frozen=True)
 class Preset:
-    """One row of presets.json: a transformer shape. The feed-forward width is 4 x d_model."""
+    """One row of presets.json: a transformer shape and its recipe. The feed-forward width is 4 x d_model.
+
+    The recipe (GPT-3 rows: Table 2.1 and appendix B): ``peak_lr`` at a global batch of ``batch_tokens``,
+    linear warm-up over ``warmup_tokens``, cosine decay to 10% over ``decay_tokens``.
+    """
 
     name: str
     n_layer: int
     d_model: int
     n_head: int
     paper_params: int | None = None
+    peak_lr: float = 6.0e-4
+    batch_tokens: int = 524_288
+    warmup_tokens: int = 375_000_000
+    decay_tokens: int = 260_000_000_000
 
     @property
     def d_ff(self) -> int:
@@ -47,7 +58,17 @@ def load_presets(path: str | Path = PRESETS_FILE) -> dict[str, Preset]:
     for name, row in table.items():
         if name.startswith("_"):
             continue
-        presets[name] = Preset(name, row["n_layer"], row["d_model"], row["n_head"], row.get("paper_params"))
+        presets[name] = Preset(
+            name,
+            row["n_layer"],
+            row["d_model"],
+            row["n_head"],
+            row.get("paper_params"),
+            row["peak_lr"],
+            row["batch_tokens"],
+            row["warmup_tokens"],
+            row["decay_tokens"],
+        )
         if row["d_model"] % row["n_head"]:
             raise ValueError(f"preset {name}: d_model {row['d_model']} is not divisible by n_head {row['n_head']}")
     return presets
@@ -59,6 +80,17 @@ def get_preset(name: str) -> Preset:
     if name not in presets:
         raise ValueError(f"unknown model_preset {name!r}; known: {', '.join(presets)}")
     return presets[name]
+
+
+def get_shape(name: str, n_layer: int = 0, d_model: int = 0, n_head: int = 0) -> Preset:
+    """The named preset with any shape override applied (0 keeps the preset's value); the recipe stays."""
+    preset = get_preset(name)
+    shape = dataclasses.replace(
+        preset, n_layer=n_layer or preset.n_layer, d_model=d_model or preset.d_model, n_head=n_head or preset.n_head
+    )
+    if shape.d_model % shape.n_head:
+        raise ValueError(f"n_head {shape.n_head} does not divide d_model {shape.d_model}")
+    return shape
 
 
 def block_parameters(d_model: int) -> int:

@@ -55,19 +55,28 @@ class EncodeSettings:
 def chunk_records(
     records: Iterable[bytes | None], input_name: str, kind: str, chunk_bytes: int = CHUNK_BYTES
 ) -> Iterator[Chunk]:
-    """Groups records into chunks of about ``chunk_bytes``."""
+    """Groups records into chunks of about ``chunk_bytes``.
+
+    When reading ``records`` raises, the part-filled chunk is yielded first: no record read is lost.
+    """
     batch: list[bytes | None] = []
     first = size = 0
-    for index, record in enumerate(records):
-        if not batch:
-            first = index
-        batch.append(record)
-        size += len(record) if record is not None else 0
-        if size >= chunk_bytes:
-            yield Chunk(input_name, kind, first, batch)
-            batch, size = [], 0
+    error: Exception | None = None
+    try:
+        for index, record in enumerate(records):
+            if not batch:
+                first = index
+            batch.append(record)
+            size += len(record) if record is not None else 0
+            if size >= chunk_bytes:
+                yield Chunk(input_name, kind, first, batch)
+                batch, size = [], 0
+    except Exception as e:  # a read error: hand over what was read, then raise it
+        error = e
     if batch:
         yield Chunk(input_name, kind, first, batch)
+    if error is not None:
+        raise error
 
 
 def is_validation(input_name: str, index: int, fraction: float) -> bool:

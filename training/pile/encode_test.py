@@ -1,6 +1,7 @@
 import os
 
 import numpy as np
+import pytest
 
 from pile.bpe import encoder_from_json
 from pile.encode import Chunk, Encoder, EncodeSettings, chunk_records, encode_in_worker, init_worker, is_validation
@@ -11,6 +12,17 @@ def test_chunks_keep_record_positions_and_size():
     chunks = list(chunk_records(records, "in", "jsonl", chunk_bytes=100))
     assert [(c.first_index, c.records) for c in chunks] == [(0, records[:3]), (3, records[3:])]
     assert all(c.input_name == "in" and c.kind == "jsonl" for c in chunks)
+
+
+def test_a_read_error_hands_over_the_part_filled_chunk_first():
+    def records():
+        yield from (b"a" * 40, b"b" * 70, b"c" * 10, b"d")
+        raise EOFError("cut")
+
+    chunks = chunk_records(records(), "in", "jsonl", chunk_bytes=100)
+    assert [c.records for c in (next(chunks), next(chunks))] == [[b"a" * 40, b"b" * 70], [b"c" * 10, b"d"]]
+    with pytest.raises(EOFError, match="cut"):
+        next(chunks)
 
 
 def test_validation_choice_is_deterministic_and_near_the_fraction():

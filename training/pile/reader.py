@@ -6,7 +6,7 @@ than ``max_record_bytes`` is dropped while it streams past and reported as ``Non
 
 from __future__ import annotations
 
-import gzip
+import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -19,7 +19,7 @@ MAX_RECORD_BYTES = 256 << 20
 TEXT_SEPARATOR = b"<|endoftext|>"  # a .txt line holding only this separates two documents
 
 # Errors that end one input file (truncated or corrupt data); the run goes on with the next file.
-READ_ERRORS = (OSError, EOFError, zstandard.ZstdError)
+READ_ERRORS = (OSError, EOFError, zlib.error, zstandard.ZstdError)
 
 
 class ReadError(Exception):
@@ -27,25 +27,24 @@ class ReadError(Exception):
 
 
 def iter_blocks(path: str | Path, block_bytes: int = BLOCK_BYTES) -> Iterator[bytes]:
-    """The decompressed bytes of a file in blocks; raises EOFError when a .gz or .zst stream is cut short."""
+    """The decompressed bytes of a file in blocks; raises EOFError when a .gz or .zst stream is cut short.
+
+    Compressed files go through streaming decoders, so everything decodable before a cut is yielded first.
+    """
     name = str(path).lower()
-    if name.endswith(".zst"):
-        with open(path, "rb") as f:
-            yield from _zstd_blocks(f, block_bytes)
-    elif name.endswith(".gz"):
-        with gzip.open(path, "rb") as f:
-            while block := f.read(block_bytes):
-                yield block
-    else:
-        with open(path, "rb") as f:
+    with open(path, "rb") as f:
+        if name.endswith(".zst"):
+            yield from _stream_blocks(f, block_bytes, zstandard.ZstdDecompressor().decompressobj, "zstd")
+        elif name.endswith(".gz"):
+            yield from _stream_blocks(f, block_bytes, lambda: zlib.decompressobj(wbits=31), "gzip")
+        else:
             while block := f.read(block_bytes):
                 yield block
 
 
-def _zstd_blocks(f, block_bytes: int) -> Iterator[bytes]:
-    """Decompresses every frame; unlike ``stream_reader``, notices a file that ends inside a frame."""
-    decompressor = zstandard.ZstdDecompressor()
-    frame = decompressor.decompressobj()
+def _stream_blocks(f, block_bytes: int, new_frame, kind: str) -> Iterator[bytes]:
+    """Decompresses every frame (zstd) or member (gzip) back to back; notices a file that ends inside one."""
+    frame = new_frame()
     in_frame = False
     while data := f.read(block_bytes):
         while data:
@@ -54,9 +53,9 @@ def _zstd_blocks(f, block_bytes: int) -> Iterator[bytes]:
                 yield out
             if not frame.eof:
                 break
-            data, frame, in_frame = frame.unused_data, decompressor.decompressobj(), False
+            data, frame, in_frame = frame.unused_data, new_frame(), False
     if in_frame:
-        raise EOFError("zstd stream ended inside a frame (truncated file)")
+        raise EOFError(f"{kind} stream ended inside a frame (truncated file)")
 
 
 def iter_lines(blocks: Iterable[bytes], max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[bytes | None]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -57,3 +58,22 @@ def write_pile(path: str | Path, documents: Iterable[str]) -> Path:
     """A Pile-format file, the documents' ``pile_set_name`` taken in turn from PILE_SET_NAMES."""
     lines = (pile_line(text, PILE_SET_NAMES[i % len(PILE_SET_NAMES)]) for i, text in enumerate(documents))
     return write_jsonl(path, lines)
+
+
+def compress_flushed(lines: list[bytes], suffix: str) -> tuple[bytes, list[int]]:
+    """``lines`` as one ``.gz`` or ``.zst`` stream, flushed after each line, and where each line's bytes end.
+
+    A file cut between ``ends[k - 1]`` and ``ends[k]`` holds exactly ``lines[:k]`` complete (and part of line k).
+    """
+    if suffix == ".gz":
+        gz = zlib.compressobj(wbits=31)  # 31: gzip header and trailer
+        pieces = [gz.compress(line) + gz.flush(zlib.Z_SYNC_FLUSH) for line in lines] + [gz.flush()]
+    else:
+        zst = zstandard.ZstdCompressor().compressobj()
+        pieces = [zst.compress(line) + zst.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK) for line in lines]
+        pieces.append(zst.flush())
+    ends, size = [], 0
+    for piece in pieces[:-1]:
+        size += len(piece)
+        ends.append(size)
+    return b"".join(pieces), ends

@@ -1,9 +1,10 @@
 import gzip
 import json
 
+import pytest
 import zstandard
 
-from pile.sample_corpus import PILE_SET_NAMES, stdlib_documents, write_pile
+from pile.sample_corpus import PILE_SET_NAMES, compress_flushed, stdlib_documents, write_pile
 
 
 def test_stdlib_documents_reach_the_size_and_respect_the_cap():
@@ -22,3 +23,14 @@ def test_write_pile_in_every_compression_reads_back(tmp_path):
     bodies = [json.loads(line) for line in plain.splitlines()]
     assert [b["text"] for b in bodies] == documents
     assert [b["meta"]["pile_set_name"] for b in bodies] == list(PILE_SET_NAMES[:3])
+
+
+@pytest.mark.parametrize(
+    ("suffix", "decompress"),
+    [(".gz", gzip.decompress), (".zst", lambda d: zstandard.ZstdDecompressor().decompressobj().decompress(d))],
+)
+def test_flushed_streams_decompress_whole_and_name_each_lines_end(suffix, decompress):
+    lines = [b"line %d\n" % i for i in range(50)]
+    data, ends = compress_flushed(lines, suffix)
+    assert decompress(data) == b"".join(lines)
+    assert len(ends) == 50 and ends == sorted(ends) and ends[-1] < len(data)

@@ -2,12 +2,11 @@ import json
 from collections import Counter
 
 import pytest
-import zstandard
 from token_shards import read_manifest, verify_dataset
 
 from pile.inputs import NoDocumentsError
 from pile.roundtrip import decode_dataset
-from pile.sample_corpus import pile_line, write_jsonl, write_pile
+from pile.sample_corpus import compress_flushed, pile_line, write_jsonl, write_pile
 from pile.shards_job import ShardsConfig, run_shards
 
 BAD_LINES = [b"not json", b'{"meta": {}}', b'{"text": 7}', b'{"text": "\xff\xfe"}', b'{"text": ""}', b"", b"[1]"]
@@ -68,20 +67,18 @@ def test_pool_output_is_identical_to_serial(tmp_path, corpus, tokenizer_json):
     assert pooled.shards == serial.shards
 
 
-def test_truncated_file_keeps_what_came_before_and_the_rest_continues(tmp_path, corpus, tokenizer_json):
-    docs = corpus  # 300 kB of distinct text: the zstd frame has three blocks, the cut keeps the first
+@pytest.mark.parametrize("suffix", [".zst", ".gz"])
+def test_truncated_file_keeps_every_complete_document_and_the_rest_continues(tmp_path, corpus, tokenizer_json, suffix):
+    docs = corpus  # 300 kB of distinct text
     write_pile(tmp_path / "raw" / "good.jsonl", docs[:10])
-    data = b"".join(pile_line(d, "Github") for d in docs[10:])
-    compressed = zstandard.ZstdCompressor().compress(data)
-    (tmp_path / "raw" / "cut.jsonl.zst").write_bytes(compressed[: len(compressed) * 3 // 4])
-    manifest = run_shards(config(tmp_path, tokenizer_json, chunk_bytes=2000))
-    assert list(manifest.files_failed) == ["cut.jsonl.zst"]
-    assert "EOFError" in manifest.files_failed["cut.jsonl.zst"]
-    decoded = Counter(decode_dataset(tmp_path / "out"))
-    assert all(decoded[d] == 1 for d in docs[:10])
-    cut_docs = [d for d in docs[10:] if decoded[d]]
-    assert 0 < len(cut_docs) < len(docs) - 10 and cut_docs == docs[10 : 10 + len(cut_docs)]
-    assert manifest.documents_written == 10 + len(cut_docs)
+    data, ends = compress_flushed([pile_line(d, "Github") for d in docs[10:]], suffix)
+    cut = 30  # the cut falls inside document 30 of the file, in the middle of a 50 kB chunk
+    (tmp_path / "raw" / f"cut.jsonl{suffix}").write_bytes(data[: (ends[cut - 1] + ends[cut]) // 2])
+    manifest = run_shards(config(tmp_path, tokenizer_json, chunk_bytes=50_000))
+    assert list(manifest.files_failed) == [f"cut.jsonl{suffix}"]
+    assert "EOFError" in manifest.files_failed[f"cut.jsonl{suffix}"]
+    assert Counter(decode_dataset(tmp_path / "out")) == Counter(docs[: 10 + cut])
+    assert manifest.documents_read == manifest.documents_written == 10 + cut
 
 
 def test_rerun_skips_done_inputs_and_redoes_changed_or_damaged_ones(tmp_path, corpus, tokenizer_json):

@@ -14,15 +14,12 @@ embeddings = (50,257 + 2,048) x 2048 = 107.1 M, 2.1 blocks' worth. K = 4 -> bloc
 stage 0 = 107.1 + 4 x 50.4 = 308.6 M, stages 1 and 2 = 352.6 M, stage 3 = 302.2 M (one device would hold 1,316 M).
 
 Standard library only: the planner (``infra/planner/stages.py``) runs the same arithmetic, and a test checks that
-both agree.
+both agree. The per-block formula is ``gpt/presets.py``'s.
 """
 
 from __future__ import annotations
 
-
-def block_parameters(d_model: int) -> int:
-    """12d² + 13d: qkv 3d² + 3d, attention projection d² + d, MLP 8d² + 5d, two LayerNorms 4d."""
-    return 12 * d_model * d_model + 13 * d_model
+from gpt.presets import block_parameters
 
 
 def balanced_runs(weights: list[int], stages: int) -> list[range]:

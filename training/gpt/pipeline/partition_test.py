@@ -1,6 +1,7 @@
 import pytest
 
-from gpt.pipeline.partition import balanced_runs, block_parameters, stage_blocks, stage_parameters
+from gpt.pipeline.partition import balanced_runs, stage_blocks, stage_parameters
+from gpt.presets import block_parameters
 
 
 def test_runs_minimise_the_heaviest_then_even_out_then_lighten_the_last():

@@ -1,0 +1,37 @@
+"""The training package's standard-library modules that infra shares, loaded from their files.
+
+``training/`` never imports infra and is shipped as is, so the few rules both sides need live there, in
+modules that import nothing but the standard library (and each other not at all):
+
+    hparams.py        the hyperparameter schema train.py's parser is built from (names, kinds, ranges)
+    batch.py          the batch arithmetic (accumulation steps, pipeline passes)
+    recipe.py         the learning-rate recipe and its departures from the preset's
+    gpt/presets.py    the presets table (presets.json) and the per-block parameter formula
+
+infra loads each by path under a private name (``training_code.hparams`` ...), so nothing of training/
+lands on ``sys.path`` and synthesis never imports TensorFlow. The Plan function's bundle carries these
+files in the same layout (``SHARED_FILES``).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+TRAINING_ROOT = Path(__file__).resolve().parent.parent / "training"
+SHARED_MODULES = {"hparams": "hparams.py", "batch": "batch.py", "recipe": "recipe.py", "presets": "gpt/presets.py"}
+SHARED_FILES = (*SHARED_MODULES.values(), "gpt/presets.json")
+
+
+@functools.cache
+def training_module(name: str) -> ModuleType:
+    """One of ``SHARED_MODULES``, e.g. ``training_module("hparams").SCHEMA``."""
+    qualified = f"training_code.{name}"
+    spec = importlib.util.spec_from_file_location(qualified, TRAINING_ROOT / SHARED_MODULES[name])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[qualified] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module

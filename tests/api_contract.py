@@ -1,0 +1,139 @@
+"""What a request must satisfy before AWS sees it, checked against references the project did not write.
+
+- botocore's own validator (``ParamValidator``) on the operation's input shape: names, types, required members;
+- the limits the service model states but that validator does not check: ``max`` lengths and counts, ``pattern``s;
+- the API reference's rules the model cannot express (:func:`documented_rules`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import botocore.session
+import regex  # the service models write Java patterns (\p{L}, \p{Alnum}); the standard re lacks them
+from botocore.model import OperationModel, Shape
+from botocore.validate import ParamValidator
+from sagemaker.core.common_utils import instance_supports_kms
+
+SESSION = botocore.session.get_session()
+# Each request the Plan step builds, and the SageMaker operation it is sent to.
+REQUEST_OPERATIONS = {
+    "tokenizer": "CreateProcessingJob",
+    "shards": "CreateProcessingJob",
+    "training": "CreateTrainingJob",
+    "model": "CreateModel",
+    "endpoint_config": "CreateEndpointConfig",
+    "endpoint": "CreateEndpoint",
+}
+
+
+def operation(service: str, name: str) -> OperationModel:
+    return SESSION.get_service_model(service).operation_model(name)
+
+
+def validate(service: str, name: str, request: dict[str, Any]) -> list[str]:
+    """Every finding of botocore's validator and of the model's limits, as readable lines."""
+    model = operation(service, name)
+    report = ParamValidator().validate(request, model.input_shape)
+    found = [report.generate_report()] if report.has_errors() else []
+    return found + list(_limits(request, model.input_shape, name))
+
+
+def _limits(value: Any, shape: Shape, path: str) -> Iterator[str]:
+    """``max`` and ``pattern`` of strings, ``max`` of lists, maps and integers, recursively."""
+    limits = shape.metadata
+    if shape.type_name == "structure" and isinstance(value, dict):
+        for key, member in value.items():
+            if key in shape.members:
+                yield from _limits(member, shape.members[key], f"{path}.{key}")
+    elif shape.type_name == "list" and isinstance(value, list):
+        if "max" in limits and len(value) > limits["max"]:
+            yield f"{path}: {len(value)} items, at most {limits['max']}"
+        for i, item in enumerate(value):
+            yield from _limits(item, shape.member, f"{path}[{i}]")
+    elif shape.type_name == "map" and isinstance(value, dict):
+        if "max" in limits and len(value) > limits["max"]:
+            yield f"{path}: {len(value)} entries, at most {limits['max']}"
+        for key, item in value.items():
+            yield from _limits(key, shape.key, f"{path} key {key!r}")
+            yield from _limits(item, shape.value, f"{path}[{key!r}]")
+    elif shape.type_name == "string" and isinstance(value, str):
+        if "max" in limits and len(value) > limits["max"]:
+            yield f"{path}: {len(value)} characters, at most {limits['max']}"
+        if "pattern" in limits and not regex.fullmatch(limits["pattern"], value):
+            yield f"{path}: {value[:80]!r} does not match {limits['pattern']}"
+    elif shape.type_name in ("integer", "long") and isinstance(value, int) and value > limits.get("max", value):
+        yield f"{path}: {value} is above {limits['max']}"
+
+
+def documented_rules(kind: str, request: dict[str, Any]) -> list[str]:
+    """The API reference's rules that the service model cannot express."""
+    found = []
+    volume_types = []
+    if kind in ("tokenizer", "shards"):
+        volume_types.append(("ClusterConfig", request["ProcessingResources"]["ClusterConfig"], "VolumeKmsKeyId"))
+    if kind == "endpoint_config":
+        types = [v["InstanceType"] for v in request["ProductionVariants"]]
+        if "KmsKeyId" in request and not all(instance_supports_kms(t) for t in types):
+            found.append(f"KmsKeyId with local-storage instances {types}")
+    if kind == "training":
+        volume_types.append(("ResourceConfig", request["ResourceConfig"], "VolumeKmsKeyId"))
+        found += _training_rules(request)
+    for where, config, field in volume_types:
+        if field in config and not instance_supports_kms(config["InstanceType"]):
+            found.append(f"{where}.{field} on {config['InstanceType']}, which has local storage")
+    return found
+
+
+def _training_rules(request: dict[str, Any]) -> list[str]:
+    found = []
+    stopping = request["StoppingCondition"]
+    if request.get("EnableManagedSpotTraining"):
+        if stopping.get("MaxWaitTimeInSeconds", 0) < stopping["MaxRuntimeInSeconds"]:
+            found.append("spot: MaxWaitTimeInSeconds must be at least MaxRuntimeInSeconds")
+        if "CheckpointConfig" not in request:
+            found.append("spot without CheckpointConfig: a reclaimed job restarts from nothing")
+    elif "MaxWaitTimeInSeconds" in stopping:
+        found.append("MaxWaitTimeInSeconds is only for managed spot training")
+    for channel in request["InputDataConfig"]:
+        if "FileSystemDataSource" in channel["DataSource"]:
+            if channel.get("InputMode", request["AlgorithmSpecification"]["TrainingInputMode"]) != "File":
+                found.append(f"EFS channel {channel['ChannelName']} must use File input mode")
+            vpc = request.get("VpcConfig") or {}
+            if not (1 <= len(vpc.get("Subnets", [])) <= 16 and 1 <= len(vpc.get("SecurityGroupIds", [])) <= 5):
+                found.append("EFS channel needs VpcConfig with 1-16 subnets and 1-5 security groups")
+    hyperparameters = request.get("HyperParameters", {})
+    if len(hyperparameters) > 100:
+        found.append(f"{len(hyperparameters)} hyperparameters, at most 100")
+    for key, value in hyperparameters.items():
+        if len(key) > 256 or len(value) > 2500:
+            found.append(f"hyperparameter {key[:40]!r}: key at most 256 characters, value at most 2,500")
+    return found
+
+
+# A Task state's resource -> (service, operation) of the call its Parameters are sent to.
+INTEGRATIONS = {
+    "arn:aws:states:::sns:publish": ("sns", "Publish"),
+}
+
+
+def task_operation(resource: str) -> tuple[str, str] | None:
+    """``arn:aws:states:::aws-sdk:datasync:startTaskExecution`` -> ``("datasync", "StartTaskExecution")``; None for
+    a Lambda function's own ARN (invoked directly, its Parameters are the function's payload)."""
+    if not resource.startswith("arn:aws:states:::"):
+        return None
+    if resource in INTEGRATIONS:
+        return INTEGRATIONS[resource]
+    if resource.startswith("arn:aws:states:::aws-sdk:"):
+        service, action = resource.removeprefix("arn:aws:states:::aws-sdk:").split(":")
+        return service, action[0].upper() + action[1:]
+    if resource.startswith("arn:aws:states:::sagemaker:"):
+        action = resource.removeprefix("arn:aws:states:::sagemaker:").removesuffix(".sync")
+        return "sagemaker", action[0].upper() + action[1:]
+    raise KeyError(resource)
+
+
+def static_parameter_keys(parameters: dict[str, Any]) -> set[str]:
+    """A Parameters block's top-level keys as the operation sees them (``Name.$`` is the member ``Name``)."""
+    return {key.removesuffix(".$") for key in parameters}

@@ -1,0 +1,243 @@
+"""Every request the Plan step builds, held against botocore's service models, the API reference's rules and the
+SDK; every Task state's static Parameters against its operation's input; the IAM each integration needs.
+
+The matrix covers both stages and the inputs users send: the default, the README's full and pipeline inputs, spot
+on and off, EFS and S3 data, deploy, long and odd execution names. ``test_*_catch_seeded_defects`` shows each check
+failing on a defect of the kind it exists for.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from infra.workflow import requests
+from infra.workflow.conftest import make_settings
+from infra.workflow.object_store import FolderStore
+from infra.workflow.plan import plan_execution
+from local.definition import resolve_definition
+from tests.api_contract import (
+    REQUEST_OPERATIONS,
+    documented_rules,
+    operation,
+    static_parameter_keys,
+    task_operation,
+    validate,
+)
+from tests.iam_policies import PolicyReader
+from tests.synth import ROOT, synth_template
+
+CORPUS = "s3://raw-bucket/pile/"
+
+
+def readme_input(starts_with: str) -> dict:
+    """A JSON block of the README, found by its first characters."""
+    blocks = ROOT.joinpath("README.md").read_text().split("```json\n")[1:]
+    return json.loads(next(b.split("```")[0] for b in blocks if b.startswith(starts_with)))
+
+
+INPUTS = {
+    "default": {},
+    "readme-full": readme_input('{\n  "corpus"'),
+    "readme-pipeline": readme_input('{"training": {"model_preset": "gpt3-2.7b"'),
+    "spot-off-s3-deploy": {"training": {"spot": False, "data_source": "s3"}, "deploy": True},
+    "spot-on-efs-cpu-deploy": {
+        "training": {"spot": True, "data_source": "efs", "instance_type": "ml.p3.16xlarge", "precision": "fp16",
+                     "model_preset": "gpt3-125m", "micro_batch_size": 4},
+        "deploy": {"enabled": True, "instance_type": "ml.m5.xlarge"},
+        "preprocessing": {"instance_type": "ml.c5.9xlarge"},
+    },
+}  # fmt: skip
+EXECUTION_NAMES = ("first-run", "2026-12-01_Pile CC, run #7 (retry)/" + "x" * 60)
+
+
+def plans(tmp_path_factory) -> dict[str, dict]:
+    store = FolderStore(tmp_path_factory.mktemp("s3"))
+    for i in range(8):
+        store.put_text(f"{CORPUS}{i:02d}.jsonl.zst", "x")
+    result = {}
+    for stage in ("dev", "prod"):
+        settings = make_settings(stage)
+        for input_name, overrides in INPUTS.items():
+            for execution_name in EXECUTION_NAMES:
+                raw = {**copy.deepcopy(overrides), "corpus": {**overrides.get("corpus", {}), "s3_uri": CORPUS}}
+                key = f"{stage}/{input_name}/{execution_name[:12]}"
+                result[key] = plan_execution(raw, execution_name, settings, store)
+    return result
+
+
+@pytest.fixture(scope="module")
+def all_plans(tmp_path_factory) -> dict[str, dict]:
+    return plans(tmp_path_factory)
+
+
+def findings(plan: dict) -> list[str]:
+    found = []
+    for kind, request in plan["requests"].items():
+        problems = validate("sagemaker", REQUEST_OPERATIONS[kind], request) + documented_rules(kind, request)
+        found += [f"{kind}: {problem}" for problem in problems]
+    return found
+
+
+def test_every_request_of_every_plan_is_valid(all_plans: dict[str, dict]):
+    assert len(all_plans) == 2 * len(INPUTS) * len(EXECUTION_NAMES)
+    problems = {key: found for key, plan in all_plans.items() if (found := findings(plan))}
+    assert problems == {}
+
+
+FIELDS = {
+    "tokenizer": requests.PROCESSING_FIELDS,
+    "shards": requests.PROCESSING_FIELDS,
+    "training": requests.TRAINING_FIELDS,
+    "model": requests.MODEL_FIELDS,
+    "endpoint_config": requests.ENDPOINT_CONFIG_FIELDS,
+    "endpoint": requests.ENDPOINT_FIELDS,
+}
+
+
+def test_each_builder_returns_only_its_fields_and_they_are_the_operations_members(all_plans: dict[str, dict]):
+    for kind, fields in FIELDS.items():
+        assert set(fields) <= set(operation("sagemaker", REQUEST_OPERATIONS[kind]).input_shape.members), kind
+        for plan in all_plans.values():
+            assert set(plan["requests"][kind]) <= set(fields), kind
+
+
+def test_the_matrix_reaches_each_case(all_plans: dict[str, dict]):
+    trainings = [p["requests"]["training"] for p in all_plans.values()]
+    assert {t["EnableManagedSpotTraining"] for t in trainings} == {True, False}
+    assert {next(iter(t["InputDataConfig"][0]["DataSource"])) for t in trainings} == {
+        "FileSystemDataSource",
+        "S3DataSource",
+    }
+    assert {"VolumeKmsKeyId" in t["ResourceConfig"] for t in trainings} == {True, False}
+    assert {"KmsKeyId" in p["requests"]["endpoint_config"] for p in all_plans.values()} == {True, False}
+    assert {p["deploy"] for p in all_plans.values()} == {True, False}
+
+
+def test_the_request_checks_catch_seeded_defects(all_plans: dict[str, dict]):
+    plan = copy.deepcopy(all_plans["dev/default/first-run"])
+    training = plan["requests"]["training"]
+    training["ResourceConfig"]["VolumeKmsKeyId"] = "arn:aws:kms:us-east-1:123456789012:key/k"  # on ml.g5.12xlarge
+    training["TrainingJobName"] += "-" + "x" * 60  # past 63 characters
+    training["HyperParameters"]["bad name"] = "v" * 2501
+    training["StoppingCondition"]["MaxWaitTimeInSeconds"] = 1
+    training["EnableManagedSpotTraining"] = True
+    training["InputDataConfig"][0]["InputMode"] = "FastFile"  # EFS
+    plan["requests"]["model"]["PrimaryContainer"]["Imag"] = plan["requests"]["model"]["PrimaryContainer"].pop("Image")
+    found = "\n".join(findings(plan))
+    for expected in (
+        "ResourceConfig.VolumeKmsKeyId on ml.g5.12xlarge",
+        "CreateTrainingJob.TrainingJobName: 89 characters, at most 63",
+        "value at most 2,500",
+        "MaxWaitTimeInSeconds must be at least",
+        "must use File input mode",
+        'Unknown parameter in PrimaryContainer: "Imag"',
+    ):
+        assert expected in found
+
+
+@pytest.fixture(scope="module")
+def definition() -> dict:
+    return resolve_definition(synth_template("dev"), "us-east-1", "123456789012")
+
+
+def parameter_problems(definition: dict) -> list[str]:
+    problems = []
+    for name, state in definition["States"].items():
+        if state["Type"] != "Task":
+            continue
+        if not (called := task_operation(state["Resource"])):
+            continue
+        service, op = called
+        members = set(operation(service, op).input_shape.members)
+        extra = static_parameter_keys(state.get("Parameters", {})) - members
+        problems += [f"{name}: {key} is not a member of {service} {op}" for key in sorted(extra)]
+        if "Parameters" not in state:  # a SageMaker state: the Plan step's request, whole
+            assert state["InputPath"].startswith("$.plan.requests."), name
+    return problems
+
+
+def test_task_parameters_are_members_of_their_operations_input(definition: dict):
+    tasks = [s for s in definition["States"].values() if s["Type"] == "Task"]
+    assert len(tasks) >= 10
+    assert parameter_problems(definition) == []
+
+
+def test_the_parameters_check_catches_a_seeded_defect(definition: dict):
+    broken = copy.deepcopy(definition)
+    broken["States"]["StartDataSync"]["Parameters"]["Include"] = broken["States"]["StartDataSync"]["Parameters"].pop(
+        "Includes"
+    )
+    assert parameter_problems(broken) == ["StartDataSync: Include is not a member of datasync StartTaskExecution"]
+
+
+# What each call needs of its caller's role (Step Functions' IAM for the integrations, the API permissions
+# reference); ``kms:CreateGrant`` because the endpoint configuration may name the data key.
+STATE_MACHINE_NEEDS = {
+    "sagemaker:createProcessingJob.sync": [
+        "sagemaker:CreateProcessingJob",
+        "sagemaker:DescribeProcessingJob",
+        "sagemaker:StopProcessingJob",
+        "sagemaker:AddTags",
+        "iam:PassRole",
+        "events:PutTargets",
+        "events:PutRule",
+        "events:DescribeRule",
+    ],
+    "sagemaker:createTrainingJob.sync": [
+        "sagemaker:CreateTrainingJob",
+        "sagemaker:DescribeTrainingJob",
+        "sagemaker:StopTrainingJob",
+        "sagemaker:AddTags",
+        "iam:PassRole",
+        "events:PutTargets",
+        "events:PutRule",
+        "events:DescribeRule",
+    ],
+    "sagemaker:createModel": ["sagemaker:CreateModel", "sagemaker:AddTags", "iam:PassRole"],
+    "sagemaker:createEndpointConfig": ["sagemaker:CreateEndpointConfig", "sagemaker:AddTags"],
+    "sagemaker:createEndpoint": ["sagemaker:CreateEndpoint", "sagemaker:AddTags", "kms:CreateGrant"],
+    "aws-sdk:sagemaker:describeEndpoint": ["sagemaker:DescribeEndpoint"],
+    "aws-sdk:datasync:startTaskExecution": ["datasync:StartTaskExecution"],
+    "aws-sdk:datasync:describeTaskExecution": ["datasync:DescribeTaskExecution"],
+    "sns:publish": ["sns:Publish"],
+}
+
+
+def granted(template: dict, holder: str) -> set[str]:
+    return {a for s in PolicyReader(template).statements() if s.holder == holder for a in s.actions}
+
+
+def missing_state_machine_iam(template: dict, definition: dict) -> list[str]:
+    actions = granted(template, "Workflow/StateMachine/Role")
+    missing = []
+    for name, state in definition["States"].items():
+        if state["Type"] == "Task":
+            integration = state["Resource"].removeprefix("arn:aws:states:::")
+            needs = STATE_MACHINE_NEEDS.get(integration, ["lambda:InvokeFunction"])  # else a function's own ARN
+            missing += [f"{name}: {a}" for a in needs if a not in actions]
+    return missing
+
+
+@pytest.mark.parametrize("stage", ["dev", "prod"])
+def test_the_state_machine_role_has_what_each_integration_needs(stage: str):
+    template = synth_template(stage)
+    definition = resolve_definition(template, "us-east-1", "123456789012")
+    assert missing_state_machine_iam(template, definition) == []
+    broken = json.loads(json.dumps(template).replace('"kms:CreateGrant"', '"kms:ListGrants"'))
+    assert missing_state_machine_iam(broken, definition) == ["CreateEndpoint: kms:CreateGrant"]
+
+
+def test_the_jobs_role_may_list_every_bucket_a_processing_input_names():
+    """The code input is an S3Prefix in the CDK assets bucket; the others are in the raw and datasets buckets."""
+    statements = [
+        s
+        for s in PolicyReader(synth_template("dev")).statements()
+        if s.holder == "SageMakerExecution/Role" and "s3:ListBucket" in s.actions
+    ]
+    listed = json.dumps([s.resources for s in statements])
+    assert "cdk-hnb659fds-assets" in listed
+    for bucket in ("Buckets/Raw", "Buckets/Datasets"):
+        assert bucket in listed, bucket

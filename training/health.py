@@ -1,0 +1,166 @@
+"""Training health rules: the questions SageMaker Debugger's rules asked, answered from the job's own windows.
+
+Each logging window is a :class:`Window`; at the end of the job :func:`verdicts` judges the run with
+the thresholds of :class:`HealthRules` (hyperparameter ``health_rules``, JSON; the stack passes the
+stage's ``observability`` thresholds, the same the CloudWatch alarms use).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+
+
+@dataclasses.dataclass(frozen=True)
+class HealthRules:
+    """Thresholds (defaults as in ``infra/config.py`` ObservabilityConfig).
+
+    Args:
+        gpu_underused_percent: devices computing less than this share of step time are underused.
+        input_bound_percent: waiting for input more than this share of step time is input-bound.
+        loss_min_drop_percent: the loss must fall at least this much (relative) over ``loss_window_steps``.
+        loss_window_steps: steps over which the loss is compared (the last window against the one before).
+        stalled_minutes: no step for this long is a stall.
+        memory_percent: peak memory above this share of the device's memory is close to full.
+        max_skipped_steps: more steps skipped for a non-finite loss or gradient than this is a problem.
+    """
+
+    gpu_underused_percent: float = 60.0
+    input_bound_percent: float = 20.0
+    loss_min_drop_percent: float = 1.0
+    loss_window_steps: int = 500
+    stalled_minutes: float = 30.0
+    memory_percent: float = 90.0
+    max_skipped_steps: int = 10
+
+    @classmethod
+    def from_json(cls, text: str) -> HealthRules:
+        values = json.loads(text or "{}")
+        unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"health_rules: unknown thresholds {sorted(unknown)}")
+        return cls(**values)
+
+
+@dataclasses.dataclass(frozen=True)
+class Window:
+    """One logging window of the chief: the step it ends at and what was measured over it."""
+
+    step: int
+    loss: float
+    learning_rate: float
+    tokens_per_sec: float
+    mfu: float
+    grad_norm: float
+    input_share: float
+    compute_share: float
+    sync_share: float
+    skipped: int
+    peak_memory_gb: float
+    memory_share: float | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    rule: str
+    ok: bool | None  # None: not enough data to judge
+    finding: str  # the numbers behind the verdict
+    advice: str = ""
+
+    @property
+    def status(self) -> str:
+        return {True: "ok", False: "PROBLEM", None: "n/a"}[self.ok]
+
+
+def loss_drop_percent(steps: list[int], losses: list[float], window_steps: int) -> float | None:
+    """Relative fall (%) of the mean loss of the last ``window_steps`` against the ``window_steps`` before.
+
+    With fewer steps than two windows, the run's second half against its first; None below 2 points.
+    """
+    if len(losses) < 2:
+        return None
+    last = steps[-1]
+    if last - steps[0] >= 2 * window_steps:
+        newer = [loss for s, loss in zip(steps, losses, strict=True) if s > last - window_steps]
+        older = [
+            loss for s, loss in zip(steps, losses, strict=True) if last - 2 * window_steps < s <= last - window_steps
+        ]
+    else:
+        half = len(losses) // 2
+        older, newer = losses[:half], losses[half:]
+    before = statistics.fmean(older)
+    return 100.0 * (before - statistics.fmean(newer)) / before if before else None
+
+
+def _steady(windows: list[Window]) -> list[Window]:
+    """Windows after the first (which holds tracing and warm-up), unless it is the only one."""
+    return windows[1:] if len(windows) > 1 else windows
+
+
+def verdicts(windows: list[Window], rules: HealthRules, longest_gap_s: float, nonfinite: int = 0) -> list[Verdict]:
+    """Every rule's verdict for the run.
+
+    ``longest_gap_s`` is the longest time between two steps, ``nonfinite`` the steps whose loss was NaN or
+    infinite (the loop stops at the first).
+    """
+    if not windows:
+        return [Verdict("training", None, "no logging window completed")]
+    steady = _steady(windows)
+    input_pct = 100 * statistics.fmean(w.input_share for w in steady)
+    compute_pct = 100 * statistics.fmean(w.compute_share for w in steady)
+    sync_pct = 100 * statistics.fmean(w.sync_share for w in steady)
+    split = f"input wait {input_pct:.0f}%, compute {compute_pct:.0f}%, synchronisation {sync_pct:.0f}% of step time"
+    mfu = statistics.fmean(w.mfu for w in steady)
+    drop = loss_drop_percent([w.step for w in windows], [w.loss for w in windows], rules.loss_window_steps)
+    skipped = sum(w.skipped for w in windows)
+    shares = [w.memory_share for w in windows if w.memory_share is not None]
+    peak_gb = max(w.peak_memory_gb for w in windows)
+    return [
+        Verdict(
+            "input-bound",
+            input_pct <= rules.input_bound_percent,
+            f"{input_pct:.0f}% of step time waiting for data (threshold {rules.input_bound_percent:g}%)",
+            "raise the reader's parallelism or prefetch, give the input pipeline more CPU threads, or move the "
+            "dataset closer (EFS or FastFile): the devices idle while they wait",
+        ),
+        Verdict(
+            "GPUs underused",
+            compute_pct >= rules.gpu_underused_percent,
+            f"{split}; MFU {mfu:.3f} (threshold: compute at least {rules.gpu_underused_percent:g}%)",
+            "fix the largest other share first (input or synchronisation); then raise micro_batch_size, or use "
+            "bf16 and XLA for more work per step",
+        ),
+        Verdict(
+            "loss not decreasing",
+            None if drop is None else drop >= rules.loss_min_drop_percent,
+            "too few log lines"
+            if drop is None
+            else f"loss fell {drop:.2f}% over the last window (threshold "
+            f"{rules.loss_min_drop_percent:g}%; {windows[0].loss:.3f} at the first log line, {windows[-1].loss:.3f} "
+            "at the last)",
+            "check the learning rate (is it 0 or tiny?) and its warm-up, that the data is not a repeat of a few "
+            "records, and that the gradient norm is not clipped to nothing",
+        ),
+        Verdict(
+            "loss not finite",
+            nonfinite == 0 and skipped <= rules.max_skipped_steps,
+            f"{nonfinite} steps with a non-finite loss, {skipped} steps skipped for a non-finite gradient "
+            f"(threshold {rules.max_skipped_steps})",
+            "lower the learning rate or raise warm-up, keep grad_clip on, prefer bf16 to fp16",
+        ),
+        Verdict(
+            "stalled",
+            longest_gap_s < 60 * rules.stalled_minutes,
+            f"longest time between two steps {longest_gap_s:.1f} s (threshold {rules.stalled_minutes:g} min)",
+            "a worker waited on input or on the others: check every host's log and the EFS or S3 throughput",
+        ),
+        Verdict(
+            "memory close to full",
+            None if not shares else 100 * max(shares) <= rules.memory_percent,
+            f"peak {peak_gb:.2f} GB"
+            + (f" = {100 * max(shares):.0f}% of the device (threshold {rules.memory_percent:g}%)" if shares else ""),
+            "turn on recompute, lower micro_batch_size (raise accumulation to keep the batch), or use more "
+            "pipeline stages",
+        ),
+    ]

@@ -1,0 +1,104 @@
+"""What the training loop reports besides its [train] lines: the health of each window, and the report.
+
+Per logging window: the step-time split (``step_timer``), peak memory (``device_memory``), gradient norm,
+skipped steps and the loss trend as a ``[health]`` line (metric definitions turn it into CloudWatch
+metrics), TensorBoard scalars and a profiler trace (``tensorboard``), and a ``[heartbeat]`` line every
+minute (``heartbeat``). At the end, also after a failure, the chief writes the HTML report (``report``)
+with every health rule's verdict (``health``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from device_memory import PeakMemory
+from health import HealthRules, Window, loss_drop_percent, verdicts
+from heartbeat import Heartbeat
+from metrics import emit, health_line
+from report import write_report
+from step_timer import StepTimer, sync_probe
+from tb_log import TensorBoardLog
+
+
+class RunObserver:
+    """Args: the hyperparameters, the engine and trainable variables (for the sync probe), and whether chief."""
+
+    def __init__(self, args, engine, variables: list, is_chief: bool):
+        self.rules = HealthRules.from_json(args.health_rules)
+        self.chief = is_chief
+        self.timer = StepTimer(sync_probe(engine, variables))
+        self.memory = PeakMemory()
+        self.heartbeat = Heartbeat(emit if is_chief else None)
+        self.tensorboard = TensorBoardLog(
+            args.tensorboard_dir if is_chief else None, args.profile_start, args.profile_steps
+        )
+        self.report_dir = args.tensorboard_dir if is_chief else ""
+        self.windows: list[Window] = []
+        self.validation: list[tuple[int, float]] = []
+        self.skipped = self.nonfinite = 0
+
+    def start(self) -> None:
+        self.heartbeat.start()
+
+    def close(self) -> None:
+        """Stops the heartbeat and the profiler; the chief prints the verdicts and writes the report."""
+        self.heartbeat.stop()
+        self.tensorboard.stop_profiler()
+        if self.chief:  # also after a failure: the report shows what led to it
+            results = verdicts(self.windows, self.rules, self.heartbeat.longest_gap_s, self.nonfinite)
+            title = f"Training report: {os.environ.get('TRAINING_JOB_NAME', 'local run')}"
+            for verdict in results:
+                emit(f"[verdict] {verdict.rule}: {verdict.status}: {verdict.finding}")
+            if self.report_dir:
+                emit(f"[report] {write_report(self.report_dir, title, self.windows, self.validation, results)}")
+
+    def next_batch(self, batches: Iterator) -> Any:
+        return self.timer.next_batch(batches)
+
+    def step(self, step: int, train_step: Callable[[Any], Any], batch: Any) -> Any:
+        self.tensorboard.before_step(step)
+        result = self.timer.step(train_step, batch)
+        self.nonfinite += not math.isfinite(result.loss)
+        self.skipped += not result.applied
+        self.heartbeat.stepped(step)
+        self.tensorboard.after_step(step)
+        return result
+
+    def pause(self) -> None:
+        """Evaluation or a checkpoint just ran: it is not a stall."""
+        self.heartbeat.pause()
+
+    def window(self, step: int, result, learning_rate: float, tokens_per_sec: float, mfu: float) -> None:
+        """The logging window ending at ``step`` (called on every worker: the sync probe is collective)."""
+        times = self.timer.window()
+        peak, share = self.memory.read()
+        skipped = self.skipped - sum(w.skipped for w in self.windows)
+        window = Window(
+            step, result.loss, learning_rate, tokens_per_sec, mfu, result.grad_norm,
+            times.share("input"), times.share("compute"), times.share("sync"), skipped, peak / 1e9, share,
+        )  # fmt: skip
+        self.windows.append(window)
+        self.tensorboard.window(window)
+        steps, losses = [w.step for w in self.windows], [w.loss for w in self.windows]
+        full = steps[-1] - steps[0] >= 2 * self.rules.loss_window_steps  # the alarm compares whole windows only
+        drop = loss_drop_percent(steps, losses, self.rules.loss_window_steps) if full else None
+        if self.chief:
+            fields = {
+                "input_wait_pct": 100 * window.input_share,
+                "compute_pct": 100 * window.compute_share,
+                "sync_pct": 100 * window.sync_share,
+                "step_s": times.step_s,
+                "grad_norm": window.grad_norm,
+                "skipped": skipped,
+                "peak_mem_gb": window.peak_memory_gb,
+                "mem_pct": None if share is None else 100 * share,
+                "loss_drop_pct": drop,
+            }
+            emit(health_line(step, fields))
+
+    def validated(self, step: int, loss: float) -> None:
+        self.validation.append((step, loss))
+        self.tensorboard.validation(step, loss)

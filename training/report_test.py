@@ -1,0 +1,25 @@
+import math
+
+from health import Verdict
+from health_test import window
+from report import line_chart, write_report
+
+
+def test_chart_draws_one_line_per_series_and_skips_non_finite_points():
+    svg = line_chart("Loss", {"a": [(1, 2.0), (2, math.nan), (3, 1.0)], "b": [(1, 3.0)]})
+    assert svg.count("<polyline") == 2 and "nan" not in svg
+    assert "no data" in line_chart("Empty", {"a": []})
+
+
+def test_report_has_every_plot_and_every_verdict_with_advice_for_problems(tmp_path):
+    results = [
+        Verdict("input-bound", False, "38% of step time waiting", "raise prefetch"),
+        Verdict("stalled", True, "1 s"),
+    ]
+    path = write_report(tmp_path, "Training report: <job>", [window(10, 5), window(20, 4)], [(20, 4.5)], results)
+    text = path.read_text()
+    assert text.count("<svg") == 6 and "&lt;job&gt;" in text
+    for title in ("Loss", "Tokens per second", "Model FLOPs utilization", "Step time split", "Learning rate", "norm"):
+        assert title in text
+    assert '<td class="PROBLEM">PROBLEM</td><td>38% of step time waiting</td><td>raise prefetch</td>' in text
+    assert '<td class="ok">ok</td><td>1 s</td><td></td>' in text
