@@ -25,8 +25,8 @@ from pathlib import Path
 
 from cli.errors import user_message
 from infra.config import ConfigError, deep_merge, load_stage_config
-from infra.workflow.object_store import FolderStore
 from local.corpus import write_corpus
+from local.folder_store import FolderStore
 from local.stack import LocalStack
 from local.summary import summarize
 from local.tasks import RunContext

@@ -10,7 +10,7 @@ import pytest
 from aws_cdk.assertions import Template
 
 from infra.observability.search import MAX_QUERY, STATISTICS
-from infra.workflow.metrics import METRIC_DEFINITIONS
+from infra.plan_step.metrics import METRIC_DEFINITIONS
 from local.definition import resolve_value
 from tests.synth import synth_template
 

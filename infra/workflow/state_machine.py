@@ -20,7 +20,7 @@ from aws_cdk.aws_datasync import CfnTask
 from constructs import Construct
 
 from infra.nag import acknowledge, acknowledge_wildcards, cfn_ref
-from infra.workflow import requests
+from infra.plan_step import requests
 
 SAGEMAKER_ERRORS_TO_RETRY = ["SageMaker.AmazonSageMakerException", "SageMaker.ThrottlingException"]
 AWS_SDK_ERRORS_TO_RETRY = ["States.Timeout", "ThrottlingException", "InternalException", "ServiceUnavailableException"]

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from infra.config import load_stage_config
+from infra.plan_step.settings import StackSettings
 from infra.sdk_tables import sdk_settings
-from infra.workflow.settings import StackSettings
 from tests.synth import cli_context
 
 

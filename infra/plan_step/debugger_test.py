@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from infra.plan_step import debugger
 from infra.sdk_tables import profiler_rule_parameters, rule_evaluator_image
-from infra.workflow import debugger
 
 IMAGE = rule_evaluator_image("us-east-1")
 PARAMETERS = profiler_rule_parameters(debugger.PROFILER_RULES)
@@ -68,9 +68,7 @@ def test_profiler_config_and_report_location_share_the_job_output_folder():
 def test_debugger_off_gives_no_field_and_on_gives_profiling_rules_and_for_old_images_tensor_rules():
     assert debugger.debugger_fields(False, "2.13.0", "s3://b/training/", 500, IMAGE, PARAMETERS) == {}
     on = debugger.debugger_fields(True, "2.21.0", "s3://b/training/", 500, IMAGE, PARAMETERS)
-    assert (
-        tuple(on) == ("ProfilerConfig", "ProfilerRuleConfigurations")
-    )
+    assert tuple(on) == ("ProfilerConfig", "ProfilerRuleConfigurations")
     old = debugger.debugger_fields(True, "2.13.0", "s3://b/training/", 500, IMAGE, PARAMETERS)
     assert tuple(old) == ("ProfilerConfig", "ProfilerRuleConfigurations", "DebugHookConfig", "DebugRuleConfigurations")
     assert {"DebugHookConfig", "DebugRuleConfigurations"} <= set(old)

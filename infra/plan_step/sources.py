@@ -15,10 +15,10 @@ import hashlib
 import json
 
 from infra.config import ConfigError
-from infra.workflow import requests
-from infra.workflow.execution_input import WorkflowInput
-from infra.workflow.object_store import ObjectStore, split_uri
-from infra.workflow.settings import StackSettings
+from infra.plan_step import requests
+from infra.plan_step.execution_input import WorkflowInput
+from infra.plan_step.object_store import ObjectStore, split_uri
+from infra.plan_step.settings import StackSettings
 
 
 def check_sources(settings: StackSettings, inp: WorkflowInput, preprocess: bool) -> None:

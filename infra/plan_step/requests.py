@@ -14,10 +14,10 @@ from typing import Any
 from infra.config import SAGEMAKER_MAX_RUN_HOURS
 from infra.images import TENSORFLOW_VERSION, image_key
 from infra.instances import INSTANCE_TYPES
-from infra.workflow import debugger
-from infra.workflow.execution_input import WorkflowInput
-from infra.workflow.metrics import METRIC_DEFINITIONS
-from infra.workflow.settings import StackSettings
+from infra.plan_step import debugger
+from infra.plan_step.execution_input import WorkflowInput
+from infra.plan_step.metrics import METRIC_DEFINITIONS
+from infra.plan_step.settings import StackSettings
 
 PROCESSING_FIELDS = (
     "ProcessingJobName",

@@ -1,4 +1,4 @@
-from infra.workflow.names import KINDS, MAX_NAME, resource_names
+from infra.plan_step.names import KINDS, MAX_NAME, resource_names
 
 
 def test_names_are_unique_per_execution_and_fit_sagemaker_limits():

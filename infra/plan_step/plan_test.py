@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from infra.workflow.object_store import FolderStore
-from infra.workflow.plan import InputError, plan_execution
+from infra.plan_step.plan import InputError, plan_execution
+from local.folder_store import FolderStore
 
 
 @pytest.fixture

@@ -12,16 +12,16 @@ from typing import Any
 
 from infra.aws_limits import aws_limits
 from infra.config import ConfigError
+from infra.plan_step import requests
+from infra.plan_step.execution_input import CORPUS_SUFFIXES, WorkflowInput, parse_input
+from infra.plan_step.names import resource_names
+from infra.plan_step.object_store import ObjectStore
+from infra.plan_step.settings import StackSettings
+from infra.plan_step.sources import check_reuse, check_sources
 from infra.planner.plan import plan_for_config
 from infra.presets import ModelShape
 from infra.recipe import recipe_for, recipe_summary
 from infra.training_code import training_module
-from infra.workflow import requests
-from infra.workflow.execution_input import CORPUS_SUFFIXES, WorkflowInput, parse_input
-from infra.workflow.names import resource_names
-from infra.workflow.object_store import ObjectStore
-from infra.workflow.settings import StackSettings
-from infra.workflow.sources import check_reuse, check_sources
 
 
 class InputError(Exception):
@@ -147,6 +147,6 @@ def _summary(inp: WorkflowInput, shape: ModelShape) -> dict[str, Any]:
 
 def handler(event: dict, context: Any) -> dict[str, Any]:
     """Lambda entry point. ``event`` is ``{"input": <execution input>, "execution_name": <name>}``."""
-    from infra.workflow.object_store import S3Store
+    from infra.plan_step.object_store import S3Store
 
     return plan_execution(event.get("input"), event["execution_name"], StackSettings.from_env(), S3Store())

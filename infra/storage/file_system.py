@@ -8,9 +8,9 @@ from aws_cdk import aws_efs as efs
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from infra.backup import FileSystemBackup
 from infra.config import StorageConfig
 from infra.nag import acknowledge_compliance
+from infra.storage.backup import FileSystemBackup
 
 DATASETS_PATH = "/datasets"
 THROUGHPUT_MODES = {

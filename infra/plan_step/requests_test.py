@@ -6,10 +6,10 @@ import dataclasses
 import json
 from pathlib import Path
 
+from infra.plan_step import requests
+from infra.plan_step.execution_input import parse_input
+from infra.plan_step.metrics import METRIC_DEFINITIONS
 from infra.training_code import training_module
-from infra.workflow import requests
-from infra.workflow.execution_input import parse_input
-from infra.workflow.metrics import METRIC_DEFINITIONS
 
 
 def training(settings, **fields):
