@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from infra.aws_limits import S3_MAX_OBJECT_MB, aws_limits
+from infra.estimate import fit_problem
 from infra.instances import INSTANCE_TYPES
-from infra.planner import fit_problem
 from infra.presets import ModelShape, model_presets, shape_of
 from infra.training_code import training_module
 
@@ -151,7 +151,7 @@ class TrainingConfig:
         train_tokens: tokens to train on; the step count is train_tokens / global_batch_tokens.
         precision: ``bf16`` (default), ``fp16`` (with loss scaling) or ``fp32``.
         recompute: recompute each block's activations in the backward pass (default true: +1/3 compute, but
-            gpt3-125m at micro-batch 8 x 2048 tokens needs ~40 GiB per GPU without it; see ``make plan``).
+            gpt3-125m at micro-batch 8 x 2048 tokens needs ~40 GiB per GPU without it; see ``make estimate``).
         model_parallel_degree: pipeline stages per model replica; divides the GPUs per instance (default 1).
         microbatches: with model_parallel_degree > 1, micro-batches per GPipe pass (M); a divisor of the step's
             micro-batches per replica; 0 (default) = all of them in one pass. The bubble is (K - 1) / (M + K - 1).

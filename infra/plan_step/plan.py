@@ -12,13 +12,13 @@ from typing import Any
 
 from infra.aws_limits import aws_limits
 from infra.config import ConfigError
+from infra.estimate.estimate import estimate_for_config
 from infra.plan_step import requests
 from infra.plan_step.execution_input import CORPUS_SUFFIXES, WorkflowInput, parse_input
 from infra.plan_step.names import resource_names
 from infra.plan_step.object_store import ObjectStore
 from infra.plan_step.settings import StackSettings
 from infra.plan_step.sources import check_reuse, check_sources
-from infra.planner.plan import plan_for_config
 from infra.presets import ModelShape
 from infra.recipe import recipe_for, recipe_summary
 from infra.training_code import training_module
@@ -132,7 +132,7 @@ def _sample_manifest(prefix: str, files: list[tuple[str, int]], inp: WorkflowInp
 def _summary(inp: WorkflowInput, shape: ModelShape) -> dict[str, Any]:
     train = inp.training
     params = shape.parameters(inp.preprocessing.vocab_size, train.sequence_length)
-    fit = plan_for_config(train, inp.preprocessing.vocab_size)
+    fit = estimate_for_config(train, inp.preprocessing.vocab_size)
     return {
         "fit": {k: v for k, v in fit.as_dict().items() if k != "suggestions"},
         "model": f"{train.model_preset}: {shape.n_layer} layers x {shape.d_model} wide = {params / 1e6:,.1f} M params",

@@ -28,7 +28,7 @@ def test_fresh_dataset_runs_every_preprocessing_step(settings, store):
     assert plan["names"]["training"].startswith("gpt-dev-exec-1-")
     assert plan["requests"]["training"]["TrainingJobName"] == plan["names"]["training"]
     assert plan["checkpoint_uri"] == "s3://checkpoints-bucket/exec-1/"
-    fit = plan["summary"]["fit"]  # the planner's estimate for gpt3-125m on the dev stage's ml.g5.12xlarge
+    fit = plan["summary"]["fit"]  # the estimate for gpt3-125m on the dev stage's ml.g5.12xlarge
     assert fit["fits"] is True and fit["capacity_gib"] == 24
     assert 0 < fit["memory_gib"]["total"] < 24
 

@@ -16,7 +16,7 @@ from infra.images import TENSORFLOW_VERSION, image_key
 from infra.instances import INSTANCE_TYPES
 from infra.plan_step import debugger
 from infra.plan_step.execution_input import WorkflowInput
-from infra.plan_step.metrics import METRIC_DEFINITIONS
+from infra.plan_step.metric_definitions import METRIC_DEFINITIONS
 from infra.plan_step.settings import StackSettings
 
 PROCESSING_FIELDS = (

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from infra.plan_step import requests
 from infra.plan_step.execution_input import parse_input
-from infra.plan_step.metrics import METRIC_DEFINITIONS
+from infra.plan_step.metric_definitions import METRIC_DEFINITIONS
 from infra.training_code import training_module
 
 

@@ -29,7 +29,7 @@ SHARED_INFRA = (
     "infra/config.py",
     "infra/images.py",
     "infra/instances.py",
-    "infra/planner/",
+    "infra/estimate/",
     "infra/presets.py",
     "infra/recipe.py",
     "infra/training_code.py",

@@ -4,7 +4,7 @@ import json
 import subprocess
 import sys
 
-from infra.plan_step.metrics import METRIC_DEFINITIONS
+from infra.plan_step.metric_definitions import METRIC_DEFINITIONS
 from infra.plan_step.requests import encode_hyperparameters
 from local.folder_store import FolderStore
 from local.jobs.training import final_metrics, host_hyperparameters, write_host_config

@@ -1,4 +1,4 @@
-"""The command line: one plan as a table, a stage's plan, every preset x instance type."""
+"""The command line: one estimate as a table, a stage's, every preset x instance type."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from infra.estimate.__main__ import main, token_count
 from infra.instances import GPU_TRAINING_TYPES
-from infra.planner.__main__ import main, token_count
 from infra.presets import model_presets
 
 
@@ -24,7 +24,7 @@ def test_token_count_rejects_words():
         token_count("lots")
 
 
-def test_a_plan_that_does_not_fit_prints_the_fixes_and_exits_1(capsys):
+def test_an_estimate_that_does_not_fit_prints_the_fixes_and_exits_1(capsys):
     args = ["--preset", "gpt3-1.3b", "--instance-type", "ml.p3.16xlarge", "--instance-count", "8", "--precision"]
     assert main([*args, "fp16", "--micro-batch-size", "4", "--global-batch-tokens", "1048576"]) == 1
     out = capsys.readouterr().out
@@ -33,7 +33,7 @@ def test_a_plan_that_does_not_fit_prints_the_fixes_and_exits_1(capsys):
     assert "Smallest changes that fit:\n  1. training.instance_type = 'ml.p5e.48xlarge'" in out
 
 
-def test_a_stage_plan_exits_0_when_it_fits(capsys):
+def test_a_stage_estimate_exits_0_when_it_fits(capsys):
     assert main(["--stage", "prod", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["fits"] and summary["data_parallel_degree"] == 32

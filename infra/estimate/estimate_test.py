@@ -1,4 +1,4 @@
-"""Plans: fit, time, cost, suggestions and the config entry points."""
+"""Estimates: fit, time, cost, suggestions and the config entry points."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import json
 import pytest
 
 from infra.config import TrainingConfig
+from infra.estimate import estimate, estimate_for_config, fit_problem
 from infra.instances import INSTANCE_TYPES, SPOT_DISCOUNT
-from infra.planner import fit_problem, plan, plan_for_config
 from infra.presets import model_presets
 
 PRESETS = model_presets()
@@ -29,7 +29,7 @@ def prod(**overrides):
         "train_tokens": 300_000_000_000,
         **overrides,
     }
-    return plan(PRESETS["gpt3-1.3b"], **args)
+    return estimate(PRESETS["gpt3-1.3b"], **args)
 
 
 def test_published_facts_1_3b_with_adam():
@@ -78,7 +78,7 @@ def test_invalid_layouts_raise():
 def test_suggestions_fit_and_start_with_the_smallest_change():
     misfit = prod(recompute=False)
     fixes = misfit.suggestions()
-    assert fixes and all(fix.plan.fits for fix in fixes)
+    assert fixes and all(fix.estimate.fits for fix in fixes)
     assert fixes[0].changes == (("recompute", True),)
     assert str(fixes[0]).startswith("training.recompute = true (38.4 of 40 GiB")
     assert [len(f.changes) for f in fixes] == sorted(len(f.changes) for f in fixes)
@@ -92,12 +92,12 @@ def test_a_v100_cluster_needs_pipeline_stages_or_a_larger_gpu():
     assert any(dict(f.changes).get("model_parallel_degree", 1) > 1 for f in fixes)
     # bf16 is never offered on a V100.
     bf16 = prod(recompute=False).suggestions()
-    assert all(INSTANCE_TYPES[f.plan.inputs.instance_type].supports_bf16 for f in bf16)
+    assert all(INSTANCE_TYPES[f.estimate.inputs.instance_type].supports_bf16 for f in bf16)
 
 
 def test_plan_for_config_reads_the_training_config_and_its_overrides():
     config = TrainingConfig(model_preset="gpt3-125m", n_layer=6, instance_type="ml.g5.12xlarge", recompute=False)
-    p = plan_for_config(config, vocab_size=32_000)
+    p = estimate_for_config(config, vocab_size=32_000)
     assert p.inputs.shape.n_layer == 6 and p.inputs.shape.d_model == 768
     assert p.parameters == p.inputs.shape.parameters(32_000, 2048)
     assert p.inputs.data_parallel_degree == config.data_parallel_replicas == 4

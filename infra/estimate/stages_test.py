@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.planner.stages import stage_layers, stage_parameters
+from infra.estimate.stages import stage_layers, stage_parameters
 from infra.presets import model_presets
 
 PARTITION = Path(__file__).parents[2] / "training" / "gpt" / "pipeline" / "partition.py"
@@ -18,7 +18,7 @@ def training_partition():
 
 
 @pytest.mark.parametrize("preset", sorted(model_presets()))
-def test_the_planner_splits_the_model_as_training_does(preset):
+def test_the_estimate_splits_the_model_as_training_does(preset):
     partition, shape = training_partition(), model_presets()[preset]
     for vocab, length in ((50_257, 2048), (384, 16), (8_192, 1024)):
         for stages in (1, 2, 3, 4, 8):

@@ -1,6 +1,6 @@
 """Which blocks each pipeline stage holds: the training package's partition (``training/gpt/pipeline/partition.py``).
 
-The same arithmetic, kept here because the planner runs where ``training/`` is not shipped (the workflow's Plan
+The same arithmetic, kept here because the estimate runs where ``training/`` is not shipped (the workflow's Plan
 Lambda function); ``stages_test.py`` checks that the two agree on every preset and stage count.
 
     stage 0       token + position embeddings and the first blocks

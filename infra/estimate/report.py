@@ -1,13 +1,13 @@
-"""Plans as readable text: one plan in detail, or every preset against every GPU instance type."""
+"""Estimates as readable text: one in detail, or every preset against every GPU instance type."""
 
 from __future__ import annotations
 
 import dataclasses
 
+from infra.estimate.estimate import Estimate, EstimateInputs, estimate_inputs
+from infra.estimate.layouts import cheapest_fitting
+from infra.estimate.memory import GIB
 from infra.instances import GPU_TRAINING_TYPES, PRICES_AS_OF, PRICES_REGION, SPOT_DISCOUNT
-from infra.planner.memory import GIB
-from infra.planner.plan import Plan, PlanInputs, plan_inputs
-from infra.planner.search import cheapest_fitting
 from infra.presets import ModelShape, model_presets
 from infra.recipe import recipe_for
 
@@ -32,7 +32,7 @@ def _duration(days: float) -> str:
     return f"{days:,.1f} days" if days >= 1 else f"{days * 24:,.1f} hours"
 
 
-def _layout(inputs: PlanInputs) -> str:
+def _layout(inputs: EstimateInputs) -> str:
     parts = [f"mb {inputs.micro_batch_size}"]
     if inputs.recompute:
         parts.append("recompute")
@@ -41,13 +41,13 @@ def _layout(inputs: PlanInputs) -> str:
     return ", ".join(parts)
 
 
-def _pipeline(inputs: PlanInputs) -> str:
+def _pipeline(inputs: EstimateInputs) -> str:
     """ ", GPipe passes of 4 micro-batches (bubble 43%)" for K = 4, M = 4: (K - 1) / (M + K - 1) = 3 / 7."""
     k, m = inputs.model_parallel_degree, inputs.pipeline_microbatches
     return f", GPipe passes of {m} micro-batches (bubble {(k - 1) / (m + k - 1):.0%})"
 
 
-def _recipe(inputs: PlanInputs) -> str:
+def _recipe(inputs: EstimateInputs) -> str:
     """The preset's recipe at this batch (GPT-3 Table 2.1 for gpt3-*) and how this run departs from it."""
     r = recipe_for(inputs.preset, inputs.global_batch_tokens, inputs.train_tokens)
     return (
@@ -56,8 +56,8 @@ def _recipe(inputs: PlanInputs) -> str:
     )
 
 
-def describe(p: Plan) -> str:
-    """A plan as a table of memory, compute, time and cost, with the changes that would make it fit."""
+def describe(p: Estimate) -> str:
+    """An estimate as a table of memory, compute, time and cost, with the changes that would make it fit."""
     i, m, inst = p.inputs, p.memory, p.inputs.instance
     s, d = i.shape, i.shape.d_model
     six_n, attention = 6 * p.parameters, p.model_flops_per_token - 6 * p.parameters
@@ -105,7 +105,7 @@ def describe(p: Plan) -> str:
     return "\n".join(lines)
 
 
-def describe_all(template: PlanInputs) -> str:
+def describe_all(template: EstimateInputs) -> str:
     """Every preset on every GPU training type: as given, and the cheapest layout that fits."""
     header = (
         f"{'preset':<11}{'instance':<19}{'as given':>10}  {'cheapest layout that fits':<26}{'GiB/device':>12}"
@@ -125,11 +125,11 @@ def describe_all(template: PlanInputs) -> str:
     return "\n".join(lines)
 
 
-def _row(name: str, inputs: PlanInputs) -> str:
+def _row(name: str, inputs: EstimateInputs) -> str:
     if inputs.precision == "bf16" and not inputs.instance.supports_bf16:
         inputs = dataclasses.replace(inputs, precision="fp16")  # V100: fp16 with loss scaling instead
     try:
-        given = "fits" if plan_inputs(inputs).fits else "no"
+        given = "fits" if estimate_inputs(inputs).fits else "no"
     except ValueError:
         given = "invalid"
     best = cheapest_fitting(inputs, inputs.instance_type)

@@ -1,6 +1,6 @@
-"""The pre-flight plan of a training run: memory per device, fit, step time, duration and cost.
+"""The pre-flight estimate of a training run: memory per device, fit, step time, duration and cost.
 
-``plan(...)`` is a pure function of the model shape, the batch and the cluster; ``plan_for_config`` reads
+``estimate(...)`` is a pure function of the model shape, the batch and the cluster; ``estimate_for_config`` reads
 them from a ``TrainingConfig``. Neither imports anything outside the standard library and ``infra``'s
 stdlib-only tables, so the workflow's Plan step (a Lambda function) can run them.
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Protocol
 
+from infra.estimate import compute
+from infra.estimate.memory import GIB, OPTIMIZER_BYTES_PER_PARAMETER, Memory, device_memory
 from infra.instances import INSTANCE_TYPES, InstanceType
-from infra.planner import compute
-from infra.planner.memory import GIB, OPTIMIZER_BYTES_PER_PARAMETER, Memory, device_memory
 from infra.presets import ModelShape, shape_of
 from infra.training_code import training_module
 
@@ -22,8 +22,8 @@ SECONDS_PER_DAY = 86_400
 
 
 @dataclasses.dataclass(frozen=True)
-class PlanInputs:
-    """Everything a plan depends on. ``model_parallel_degree`` is the number of pipeline stages (K)."""
+class EstimateInputs:
+    """Everything an estimate depends on. ``model_parallel_degree`` is the number of pipeline stages (K)."""
 
     shape: ModelShape
     vocab_size: int
@@ -99,10 +99,10 @@ def _batch():
 
 
 @dataclasses.dataclass(frozen=True)
-class Plan:
-    """The numbers of one plan; derived figures are properties. Bytes, seconds, USD."""
+class Estimate:
+    """The numbers of one estimate; derived figures are properties. Bytes, seconds, USD."""
 
-    inputs: PlanInputs
+    inputs: EstimateInputs
     parameters: int
     memory: Memory
     model_flops_per_token: int
@@ -154,8 +154,8 @@ class Plan:
         return self.tokens_per_second * self.model_flops_per_token / peak
 
     def suggestions(self) -> list[Suggestion]:
-        """The smallest changes that make this plan fit, best first; empty when it fits."""
-        from infra.planner.search import suggestions  # search imports this module
+        """The smallest changes that make this estimate fit, best first; empty when it fits."""
+        from infra.estimate.layouts import suggestions  # search imports this module
 
         return [] if self.fits else suggestions(self.inputs)
 
@@ -182,21 +182,21 @@ class Plan:
 
 @dataclasses.dataclass(frozen=True)
 class Suggestion:
-    """A change of one or more training fields and the plan it leads to."""
+    """A change of one or more training fields and the estimate it leads to."""
 
     changes: tuple[tuple[str, Any], ...]
-    plan: Plan
+    estimate: Estimate
 
     def __str__(self) -> str:
         fields = " and ".join(f"training.{name} = {_json(value)}" for name, value in self.changes)
-        p = self.plan
+        p = self.estimate
         return (
             f"{fields} ({p.memory.total / GIB:.1f} of {p.inputs.instance.device_memory_gib} GiB, "
             f"{p.train_days:,.1f} days, ${p.cost_on_demand:,.0f} on demand)"
         )
 
 
-def plan(
+def estimate(
     shape: ModelShape,
     *,
     vocab_size: int,
@@ -213,13 +213,13 @@ def plan(
     mfu: float = DEFAULT_MFU,
     microbatches: int = 0,
     preset: str | None = None,
-) -> Plan:
-    """Plans one training run; raises ValueError for a layout that cannot run (see ``PlanInputs.check``)."""
-    return plan_inputs(PlanInputs(**{k: v for k, v in locals().items()}))
+) -> Estimate:
+    """Estimates one training run; raises ValueError for a layout that cannot run (see ``EstimateInputs.check``)."""
+    return estimate_inputs(EstimateInputs(**{k: v for k, v in locals().items()}))
 
 
-def plan_inputs(inputs: PlanInputs) -> Plan:
-    """``plan`` for a ``PlanInputs``."""
+def estimate_inputs(inputs: EstimateInputs) -> Estimate:
+    """``estimate`` for an ``EstimateInputs``."""
     inputs.check()
     shape, seq = inputs.shape, inputs.sequence_length
     parameters = shape.parameters(inputs.vocab_size, seq)
@@ -227,7 +227,7 @@ def plan_inputs(inputs: PlanInputs) -> Plan:
     tokens_per_replica = inputs.global_batch_tokens // inputs.data_parallel_degree
     pipeline = compute.pipeline_factor(inputs.model_parallel_degree, inputs.pipeline_microbatches)
     peak = inputs.instance.peak_flops(inputs.precision)
-    return Plan(
+    return Estimate(
         inputs=inputs,
         parameters=parameters,
         memory=device_memory(
@@ -251,7 +251,7 @@ def plan_inputs(inputs: PlanInputs) -> Plan:
 
 
 class TrainingFields(Protocol):
-    """The fields of ``infra.config.TrainingConfig`` a plan reads (a Protocol: no import cycle with config)."""
+    """The fields of ``infra.config.TrainingConfig`` an estimate reads (a Protocol: no import cycle with config)."""
 
     model_preset: str
     n_layer: int | None
@@ -269,9 +269,9 @@ class TrainingFields(Protocol):
     microbatches: int
 
 
-def plan_for_config(training: TrainingFields, vocab_size: int, *, mfu: float = DEFAULT_MFU) -> Plan:
-    """The plan of a stage's (or an execution input's) training configuration, with AdamW."""
-    return plan(
+def estimate_for_config(training: TrainingFields, vocab_size: int, *, mfu: float = DEFAULT_MFU) -> Estimate:
+    """The estimate of a stage's (or an execution input's) training configuration, with AdamW."""
+    return estimate(
         shape_of(training.model_preset, training.n_layer, training.d_model, training.n_head),
         vocab_size=vocab_size,
         sequence_length=training.sequence_length,
@@ -292,7 +292,7 @@ def plan_for_config(training: TrainingFields, vocab_size: int, *, mfu: float = D
 def fit_problem(training: TrainingFields, vocab_size: int) -> tuple[str, str] | None:
     """None when the configuration fits; otherwise (what is wrong, the smallest changes that fix it),
     the two halves of a ``ConfigError`` message."""
-    result = plan_for_config(training, vocab_size)
+    result = estimate_for_config(training, vocab_size)
     if result.fits:
         return None
     need, have = result.memory.total / GIB, result.inputs.instance.device_memory_gib
@@ -302,7 +302,7 @@ def fit_problem(training: TrainingFields, vocab_size: int) -> tuple[str, str] | 
     )
     fixes = result.suggestions()[:3]
     if not fixes:
-        return problem, "a smaller model or micro-batch: no layout the planner tries fits"
+        return problem, "a smaller model or micro-batch: no layout the estimate tries fits"
     return problem, "a layout that fits, e.g. " + "; or ".join(str(s) for s in fixes)
 
 

@@ -1,23 +1,23 @@
-"""The planner against reality: peak memory and step time of real training steps on this CPU.
+"""The estimate against reality: peak memory and step time of real training steps on this CPU.
 
 Each case trains the project's GPT (``training/gpt``) with the project's trainer (``training/trainer.py``:
 AdamW, gradient accumulation, clipping) for a few steps in a fresh process, and measures:
 
 - peak memory: the growth of the process's peak resident set (``VmHWM`` in /proc/self/status) over its
   resident set after TensorFlow was imported and had run a warm-up step of an unrelated model, so the
-  TensorFlow runtime itself is not counted. The planner's figure compared with it is its model of
+  TensorFlow runtime itself is not counted. The estimate's figure compared with it is its model of
   tensors plus the 5% allocator allowance; its fixed 1 GiB (the CUDA context and GPU workspaces)
   does not exist on a CPU.
 - Operations run one at a time (inter-op parallelism 1), as a GPU stream runs them. With TensorFlow's
   default the trainer's accumulation loop starts the next micro-batch before the last one's backward pass
   ends, so two micro-batches are in flight; one extra case measures that and is reported, not checked.
 - step time: CPU seconds (the machine is shared; CPU time is what contention disturbs least), median of
-  the steps after the first two (tracing). The planner's step time needs the device's peak FLOP/s and a
+  the steps after the first two (tracing). The estimate's step time needs the device's peak FLOP/s and a
   utilisation; the peak is measured in the same process as the best CPU-second rate of a 2048 x 2048
-  float32 matmul, and the utilisation at which the planner matches each case is reported. The check is
+  float32 matmul, and the utilisation at which the estimate matches each case is reported. The check is
   that one utilisation fits every case (the FLOP count scales right), not its value.
 
-    .venv/bin/python bench/planner_vs_measured_bench.py
+    .venv/bin/python bench/estimate_vs_measured_bench.py
 
 Exits 1 when a memory estimate is off by more than 20%.
 """
@@ -36,8 +36,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "training")]
 
-from infra.planner import compute  # noqa: E402  (after the path set-up)
-from infra.planner.memory import FRAGMENTATION, device_memory  # noqa: E402
+from infra.estimate import compute  # noqa: E402  (after the path set-up)
+from infra.estimate.memory import FRAGMENTATION, device_memory  # noqa: E402
 from infra.presets import model_presets  # noqa: E402
 
 MEMORY_TOLERANCE = 0.20
@@ -116,7 +116,7 @@ def child(case: list) -> dict:
 
 
 def estimate(case: list) -> tuple[int, int, int]:
-    """The planner's (memory bytes without the GPU constant, model FLOPs per token, executed FLOPs per token)."""
+    """The estimate's (memory bytes without the GPU constant, model FLOPs per token, executed FLOPs per token)."""
     preset, vocab, seq, micro, accumulation, precision, recompute, _ = case
     shape = model_presets()[preset]
     memory = device_memory(
@@ -156,15 +156,15 @@ def main() -> int:
         measured = json.loads(out.stdout.strip().splitlines()[-1])
         planned, _, executed = estimate(case)
         tokens = case[2] * case[3] * case[4]  # sequence x micro-batch x micro-batches
-        # The utilisation at which the planner's step time equals the measured one, on the measured peak.
+        # The utilisation at which the estimate's step time equals the measured one, on the measured peak.
         mfu = tokens * executed / (measured["peak_flops"] * measured["step_seconds"])
         rows.append((case, planned, measured, tokens * executed, mfu))
         print(f"  measured {case}: {measured}", file=sys.stderr)
 
     mean_mfu = statistics.mean(row[-1] for row in rows if row[0][-1])
     header = (
-        f"{'case':<42}{'planner MiB':>12}{'measured MiB':>13}{'ratio':>7}"
-        f"{'CPU s':>9}{'planner s':>11}{'ratio':>7}{'fitted MFU':>12}"
+        f"{'case':<42}{'estimate MiB':>12}{'measured MiB':>13}{'ratio':>7}"
+        f"{'CPU s':>9}{'estimate s':>11}{'ratio':>7}{'fitted MFU':>12}"
     )
     print(header + "\n" + "-" * len(header))
     worst = 0.0
@@ -174,7 +174,7 @@ def main() -> int:
         name += "" if serial else " (TF default ops)"
         ratio = measured["peak_bytes"] / planned
         worst = max(worst, abs(ratio - 1) if serial else 0)
-        step = compute.compute_seconds(flops, 1, 1, measured["peak_flops"], mean_mfu)  # the planner's formula
+        step = compute.compute_seconds(flops, 1, 1, measured["peak_flops"], mean_mfu)  # the estimate's formula
         print(
             f"{name:<42}{planned / 2**20:>12,.0f}{measured['peak_bytes'] / 2**20:>13,.0f}{ratio:>7.2f}"
             f"{measured['step_seconds']:>9.3f}{step:>11.3f}{measured['step_seconds'] / step:>7.2f}{mfu:>12.1%}"
@@ -182,7 +182,7 @@ def main() -> int:
     peaks = [row[2]["peak_flops"] for row in rows]
     print(
         f"\nmatmul peak (best 2048^3 float32 matmul per process): {min(peaks) / 1e9:,.0f}-{max(peaks) / 1e9:,.0f} "
-        f"GFLOP per CPU-second; planner step time at the mean fitted utilisation {mean_mfu:.1%}"
+        f"GFLOP per CPU-second; estimated step time at the mean fitted utilisation {mean_mfu:.1%}"
     )
     print(f"worst memory error {worst:.0%} of the serial cases (limit {MEMORY_TOLERANCE:.0%})")
     return 0 if worst <= MEMORY_TOLERANCE else 1

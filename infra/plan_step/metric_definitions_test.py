@@ -2,7 +2,7 @@
 
 import re
 
-from infra.plan_step.metrics import METRIC_DEFINITIONS
+from infra.plan_step.metric_definitions import METRIC_DEFINITIONS
 
 LINES = [
     "[train] step=120 loss=4.1234 ppl=61.80 lr=3.000e-04 tokens_per_sec=1234.5 mfu=0.0123",

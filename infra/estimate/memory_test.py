@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.planner.memory import (
+from infra.estimate.memory import (
     GIB,
     activation_bytes,
     backward_workspace_bytes,

@@ -1,10 +1,10 @@
-"""``python -m infra.planner``: print a training plan, or every preset against every GPU instance type.
+"""``python -m infra.estimate``: print a training run's estimate, or every preset against every GPU instance type.
 
 Examples:
-    python -m infra.planner --preset gpt3-1.3b --instance-type ml.p3.16xlarge --instance-count 10 --precision fp16
-    python -m infra.planner --stage prod            # the stage's training config from cdk.json
-    python -m infra.planner --all --train-tokens 300B
-    make plan ARGS="--preset gpt3-2.7b --instance-type ml.p4de.24xlarge --recompute"
+    python -m infra.estimate --preset gpt3-1.3b --instance-type ml.p3.16xlarge --instance-count 10 --precision fp16
+    python -m infra.estimate --stage prod            # the stage's training config from cdk.json
+    python -m infra.estimate --all --train-tokens 300B
+    make estimate ARGS="--preset gpt3-2.7b --instance-type ml.p4de.24xlarge --recompute"
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import re
 import sys
 from pathlib import Path
 
+from infra.estimate.estimate import DEFAULT_MFU, PRECISIONS, EstimateInputs, estimate_for_config, estimate_inputs
+from infra.estimate.memory import OPTIMIZER_BYTES_PER_PARAMETER
+from infra.estimate.report import describe, describe_all
 from infra.instances import INSTANCE_TYPES
-from infra.planner.memory import OPTIMIZER_BYTES_PER_PARAMETER
-from infra.planner.plan import DEFAULT_MFU, PRECISIONS, PlanInputs, plan_for_config, plan_inputs
-from infra.planner.report import describe, describe_all
 from infra.presets import model_presets, shape_of
 
 CDK_JSON = Path(__file__).resolve().parents[2] / "cdk.json"
@@ -36,11 +36,11 @@ def token_count(text: str) -> int:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m infra.planner", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m infra.estimate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--all", action="store_true", help="every preset x every GPU instance type")
-    parser.add_argument("--stage", help="plan this stage's training config from cdk.json (other options ignored)")
-    parser.add_argument("--json", action="store_true", help="print the plan as JSON (the Plan step's summary)")
+    parser.add_argument("--stage", help="estimate this stage's training config from cdk.json (other options ignored)")
+    parser.add_argument("--json", action="store_true", help="print the estimate as JSON (the Plan step's summary.fit)")
     parser.add_argument("--preset", default="gpt3-125m", choices=sorted(model_presets()))
     parser.add_argument("--n-layer", type=int)
     parser.add_argument("--d-model", type=int)
@@ -61,8 +61,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
-    return PlanInputs(
+def inputs_from_args(args: argparse.Namespace) -> EstimateInputs:
+    return EstimateInputs(
         shape=shape_of(args.preset, args.n_layer, args.d_model, args.n_head),
         vocab_size=args.vocab_size,
         sequence_length=args.sequence_length,
@@ -81,7 +81,7 @@ def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
     )
 
 
-def stage_plan_inputs(stage: str, mfu: float) -> PlanInputs:
+def stage_estimate_inputs(stage: str, mfu: float) -> EstimateInputs:
     """The stage's training config from cdk.json, without the fit check that would stop synthesis."""
     from infra.config import PreprocessingConfig, TrainingConfig
 
@@ -90,17 +90,17 @@ def stage_plan_inputs(stage: str, mfu: float) -> PlanInputs:
         raise SystemExit(f"--stage {stage!r}: expected one of {', '.join(stages)}")
     training = dataclasses.replace(TrainingConfig(), **stages[stage].get("training", {}))
     preprocessing = dataclasses.replace(PreprocessingConfig(), **stages[stage].get("preprocessing", {}))
-    return plan_for_config(training, preprocessing.vocab_size, mfu=mfu).inputs
+    return estimate_for_config(training, preprocessing.vocab_size, mfu=mfu).inputs
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        inputs = stage_plan_inputs(args.stage, args.mfu) if args.stage else inputs_from_args(args)
+        inputs = stage_estimate_inputs(args.stage, args.mfu) if args.stage else inputs_from_args(args)
         if args.all:
             print(describe_all(inputs))
             return 0
-        result = plan_inputs(inputs)
+        result = estimate_inputs(inputs)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

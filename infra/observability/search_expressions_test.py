@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.observability.search import PROCESSING_NAMESPACE, TRAINING_NAMESPACE, quote, search
+from infra.observability.search_expressions import PROCESSING_NAMESPACE, TRAINING_NAMESPACE, quote, search
 
 
 def test_namespace_with_slashes_is_quoted_and_metric_is_an_exact_match():

@@ -14,7 +14,7 @@ The model follows what this project's Keras model does (``training/gpt``):
 - The backward working set of the layer being differentiated, which the formula above (stored activations
   only) leaves out: the gradients of the attention scores and probabilities, 2·a·s²·b x 4 bytes (the model's
   softmax runs in float32), and of the MLP's two 4h-wide intermediates, 2 x 4·s·b·h x the element size.
-  Without it the planner under-estimated measured CPU peaks by 7-19% (bench/planner_vs_measured_bench.py).
+  Without it the estimate fell short of measured CPU peaks by 7-19% (bench/estimate_vs_measured_bench.py).
 - Logits: b·s·V elements, in the compute dtype (2 bytes), cast to float32 by the model (4) and the
   float32 softmax gradient of the loss (4): 10 bytes each in bf16/fp16, 8 in float32.
 - Pipeline (model-parallel degree K): the blocks are split as training splits them (``stages.py``: balanced
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from infra.planner import stages
+from infra.estimate import stages
 from infra.presets import ModelShape
 
 GIB = 2**30
