@@ -12,15 +12,8 @@ Standard library only (plus infra's stdlib-only tables): the workflow's Plan ste
 Run ``python -m infra.estimate --help`` for the command line.
 """
 
-from infra.estimate.estimate import (
-    Estimate,
-    EstimateInputs,
-    Suggestion,
-    estimate,
-    estimate_for_config,
-    estimate_inputs,
-    fit_problem,
-)
+from infra.estimate.estimate import Estimate, EstimateInputs, estimate, estimate_for_config, estimate_inputs
+from infra.estimate.layouts import Suggestion, fit_problem, suggestions, with_suggestions
 
 __all__ = [
     "Estimate",
@@ -30,4 +23,6 @@ __all__ = [
     "estimate_for_config",
     "estimate_inputs",
     "fit_problem",
+    "suggestions",
+    "with_suggestions",
 ]

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from infra.estimate.estimate import DEFAULT_MFU, PRECISIONS, EstimateInputs, estimate_for_config, estimate_inputs
+from infra.estimate.layouts import with_suggestions
 from infra.estimate.memory import OPTIMIZER_BYTES_PER_PARAMETER
 from infra.estimate.report import describe, describe_all
 from infra.instances import INSTANCE_TYPES
@@ -40,7 +41,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--all", action="store_true", help="every preset x every GPU instance type")
     parser.add_argument("--stage", help="estimate this stage's training config from cdk.json (other options ignored)")
-    parser.add_argument("--json", action="store_true", help="print the estimate as JSON (the Plan step's summary.fit)")
+    parser.add_argument("--json", action="store_true", help="print the estimate and the suggestions as JSON")
     parser.add_argument("--preset", default="gpt3-125m", choices=sorted(model_presets()))
     parser.add_argument("--n-layer", type=int)
     parser.add_argument("--d-model", type=int)
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print(json.dumps(result.as_dict(), indent=2) if args.json else describe(result))
+    print(json.dumps(with_suggestions(result), indent=2) if args.json else describe(result))
     return 0 if result.fits else 1
 
 

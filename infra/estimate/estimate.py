@@ -153,14 +153,8 @@ class Estimate:
         peak = self.inputs.instance.peak_flops(self.inputs.precision) * devices
         return self.tokens_per_second * self.model_flops_per_token / peak
 
-    def suggestions(self) -> list[Suggestion]:
-        """The smallest changes that make this estimate fit, best first; empty when it fits."""
-        from infra.estimate.layouts import suggestions  # search imports this module
-
-        return [] if self.fits else suggestions(self.inputs)
-
     def as_dict(self) -> dict[str, Any]:
-        """A JSON-ready summary (the Plan step's output)."""
+        """A JSON-ready summary (the Plan step's ``summary.fit``; ``layouts.with_suggestions`` adds the suggestions)."""
         return {
             "fits": self.fits,
             "parameters": self.parameters,
@@ -176,24 +170,7 @@ class Estimate:
             "train_days": round(self.train_days, 2),
             "cost_on_demand_usd": round(self.cost_on_demand, 2),
             "cost_spot_usd": round(self.cost_spot, 2),
-            "suggestions": [str(s) for s in self.suggestions()],
         }
-
-
-@dataclasses.dataclass(frozen=True)
-class Suggestion:
-    """A change of one or more training fields and the estimate it leads to."""
-
-    changes: tuple[tuple[str, Any], ...]
-    estimate: Estimate
-
-    def __str__(self) -> str:
-        fields = " and ".join(f"training.{name} = {_json(value)}" for name, value in self.changes)
-        p = self.estimate
-        return (
-            f"{fields} ({p.memory.total / GIB:.1f} of {p.inputs.instance.device_memory_gib} GiB, "
-            f"{p.train_days:,.1f} days, ${p.cost_on_demand:,.0f} on demand)"
-        )
 
 
 def estimate(
@@ -289,37 +266,9 @@ def estimate_for_config(training: TrainingFields, vocab_size: int, *, mfu: float
     )
 
 
-def fit_problem(training: TrainingFields, vocab_size: int) -> tuple[str, str] | None:
-    """None when the configuration fits; otherwise (what is wrong, the smallest changes that fix it),
-    the two halves of a ``ConfigError`` message."""
-    result = estimate_for_config(training, vocab_size)
-    if result.fits:
-        return None
-    need, have = result.memory.total / GIB, result.inputs.instance.device_memory_gib
-    problem = (
-        f"{training.model_preset} at micro-batch {training.micro_batch_size} x {training.sequence_length} tokens "
-        f"needs {need:.1f} GiB per device ({_breakdown(result.memory)}); {training.instance_type} has {have} GiB"
-    )
-    fixes = result.suggestions()[:3]
-    if not fixes:
-        return problem, "a smaller model or micro-batch: no layout the estimate tries fits"
-    return problem, "a layout that fits, e.g. " + "; or ".join(str(s) for s in fixes)
-
-
 def _memory_items(memory: Memory) -> dict[str, int]:
     return {
         **{f.name: getattr(memory, f.name) for f in dataclasses.fields(memory)},
         "overhead": memory.overhead,
         "total": memory.total,
     }
-
-
-def _breakdown(memory: Memory) -> str:
-    return (
-        f"model state {memory.model_state / GIB:.1f}, activations {memory.activations / GIB:.1f}, "
-        f"logits {memory.logits / GIB:.1f}, overhead {memory.overhead / GIB:.1f}"
-    )
-
-
-def _json(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else repr(value) if isinstance(value, str) else str(value)

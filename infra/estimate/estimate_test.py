@@ -8,7 +8,7 @@ import json
 import pytest
 
 from infra.config import TrainingConfig
-from infra.estimate import estimate, estimate_for_config, fit_problem
+from infra.estimate import estimate, estimate_for_config, fit_problem, suggestions, with_suggestions
 from infra.instances import INSTANCE_TYPES, SPOT_DISCOUNT
 from infra.presets import model_presets
 
@@ -77,25 +77,25 @@ def test_invalid_layouts_raise():
 
 def test_suggestions_fit_and_start_with_the_smallest_change():
     misfit = prod(recompute=False)
-    fixes = misfit.suggestions()
+    fixes = suggestions(misfit)
     assert fixes and all(fix.estimate.fits for fix in fixes)
     assert fixes[0].changes == (("recompute", True),)
     assert str(fixes[0]).startswith("training.recompute = true (38.4 of 40 GiB")
     assert [len(f.changes) for f in fixes] == sorted(len(f.changes) for f in fixes)
-    assert prod().suggestions() == []
+    assert suggestions(prod()) == []
 
 
 def test_a_v100_cluster_needs_pipeline_stages_or_a_larger_gpu():
-    fixes = prod(instance_type="ml.p3.16xlarge", precision="fp16", recompute=False, instance_count=8).suggestions()
+    fixes = suggestions(prod(instance_type="ml.p3.16xlarge", precision="fp16", recompute=False, instance_count=8))
     singles = [dict(f.changes) for f in fixes if len(f.changes) == 1]
     assert singles and all("instance_type" in change for change in singles)  # model state alone is 27 GiB
     assert any(dict(f.changes).get("model_parallel_degree", 1) > 1 for f in fixes)
     # bf16 is never offered on a V100.
-    bf16 = prod(recompute=False).suggestions()
+    bf16 = suggestions(prod(recompute=False))
     assert all(INSTANCE_TYPES[f.estimate.inputs.instance_type].supports_bf16 for f in bf16)
 
 
-def test_plan_for_config_reads_the_training_config_and_its_overrides():
+def test_estimate_for_config_reads_the_training_config_and_its_overrides():
     config = TrainingConfig(model_preset="gpt3-125m", n_layer=6, instance_type="ml.g5.12xlarge", recompute=False)
     p = estimate_for_config(config, vocab_size=32_000)
     assert p.inputs.shape.n_layer == 6 and p.inputs.shape.d_model == 768
@@ -112,8 +112,8 @@ def test_fit_problem_names_the_need_the_capacity_and_the_fix():
     assert fix.startswith("a layout that fits, e.g. training.recompute = true")
 
 
-def test_as_dict_is_json():
-    summary = json.loads(json.dumps(prod(recompute=False).as_dict()))
+def test_with_suggestions_is_json():
+    summary = json.loads(json.dumps(with_suggestions(prod(recompute=False))))
     assert summary["fits"] is False
     assert summary["memory_gib"]["total"] > summary["capacity_gib"] == 40
     assert summary["suggestions"][0].startswith("training.recompute = true")

@@ -11,9 +11,33 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Iterable, Iterator
+from typing import Any
 
-from infra.estimate.estimate import Estimate, EstimateInputs, Suggestion, estimate_inputs
+from infra.estimate.estimate import (
+    Estimate,
+    EstimateInputs,
+    TrainingFields,
+    estimate_for_config,
+    estimate_inputs,
+)
+from infra.estimate.memory import GIB, Memory
 from infra.instances import GPU_TRAINING_TYPES, INSTANCE_TYPES
+
+
+@dataclasses.dataclass(frozen=True)
+class Suggestion:
+    """A change of one or more training fields and the estimate it leads to."""
+
+    changes: tuple[tuple[str, Any], ...]
+    estimate: Estimate
+
+    def __str__(self) -> str:
+        fields = " and ".join(f"training.{name} = {_json(value)}" for name, value in self.changes)
+        p = self.estimate
+        return (
+            f"{fields} ({p.memory.total / GIB:.1f} of {p.inputs.instance.device_memory_gib} GiB, "
+            f"{p.train_days:,.1f} days, ${p.cost_on_demand:,.0f} on demand)"
+        )
 
 
 def _divisors(n: int) -> list[int]:
@@ -53,13 +77,17 @@ def _changes(before: EstimateInputs, after: EstimateInputs) -> tuple[tuple[str, 
     return tuple((n, getattr(after, n)) for n in FIELDS if getattr(after, n) != getattr(before, n))
 
 
-def suggestions(inputs: EstimateInputs) -> list[Suggestion]:
-    """For each set of changed fields, its best fitting layout: fewest changes first, then in ``FIELDS`` order
-    (recomputation, micro-batch, pipeline stages, instance type), the way one would try them by hand.
+def suggestions(given: Estimate) -> list[Suggestion]:
+    """The smallest changes that make ``given`` fit (none when it fits): for each set of changed fields, its best
+    fitting layout, fewest changes first, then in ``FIELDS`` order (recomputation, micro-batch, pipeline stages,
+    instance type), the way one would try them by hand.
 
     Within one set the cheapest run wins, then the layout closest to the original: the largest micro-batch,
     the smallest model-parallel degree.
     """
+    if given.fits:
+        return []
+    inputs = given.inputs
     current = inputs.instance
     larger = [
         name
@@ -87,3 +115,36 @@ def cheapest_fitting(inputs: EstimateInputs, instance_type: str) -> Estimate | N
     """The cheapest layout of ``inputs`` on ``instance_type`` that fits (recompute, micro-batch, pipeline free)."""
     fitting = [p for p in _layouts(inputs, [instance_type]) if p.fits]
     return min(fitting, key=_rank, default=None)
+
+
+def with_suggestions(given: Estimate) -> dict[str, Any]:
+    """``Estimate.as_dict`` with the suggestions, as text (``python -m infra.estimate --json``)."""
+    return given.as_dict() | {"suggestions": [str(s) for s in suggestions(given)]}
+
+
+def fit_problem(training: TrainingFields, vocab_size: int) -> tuple[str, str] | None:
+    """None when the configuration fits; otherwise (what is wrong, the smallest changes that fix it),
+    the two halves of a ``ConfigError`` message."""
+    result = estimate_for_config(training, vocab_size)
+    if result.fits:
+        return None
+    need, have = result.memory.total / GIB, result.inputs.instance.device_memory_gib
+    problem = (
+        f"{training.model_preset} at micro-batch {training.micro_batch_size} x {training.sequence_length} tokens "
+        f"needs {need:.1f} GiB per device ({_breakdown(result.memory)}); {training.instance_type} has {have} GiB"
+    )
+    fixes = suggestions(result)[:3]
+    if not fixes:
+        return problem, "a smaller model or micro-batch: no layout the estimate tries fits"
+    return problem, "a layout that fits, e.g. " + "; or ".join(str(s) for s in fixes)
+
+
+def _breakdown(memory: Memory) -> str:
+    return (
+        f"model state {memory.model_state / GIB:.1f}, activations {memory.activations / GIB:.1f}, "
+        f"logits {memory.logits / GIB:.1f}, overhead {memory.overhead / GIB:.1f}"
+    )
+
+
+def _json(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else repr(value) if isinstance(value, str) else str(value)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from infra.estimate.estimate import Estimate, EstimateInputs, estimate_inputs
-from infra.estimate.layouts import cheapest_fitting
+from infra.estimate.layouts import cheapest_fitting, suggestions
 from infra.estimate.memory import GIB
 from infra.instances import GPU_TRAINING_TYPES, PRICES_AS_OF, PRICES_REGION, SPOT_DISCOUNT
 from infra.presets import ModelShape, model_presets
@@ -99,7 +99,7 @@ def describe(p: Estimate) -> str:
         + f"; ${p.cost_spot:,.0f} on spot (estimated {SPOT_DISCOUNT:.0%} discount); {PRICES_REGION} prices of "
         f"{PRICES_AS_OF}",
     ]
-    fixes = p.suggestions()
+    fixes = suggestions(p)
     if fixes:
         lines += ["", "Smallest changes that fit:", *(f"  {n}. {fix}" for n, fix in enumerate(fixes[:5], 1))]
     return "\n".join(lines)

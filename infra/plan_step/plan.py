@@ -134,7 +134,7 @@ def _summary(inp: WorkflowInput, shape: ModelShape) -> dict[str, Any]:
     params = shape.parameters(inp.preprocessing.vocab_size, train.sequence_length)
     fit = estimate_for_config(train, inp.preprocessing.vocab_size)
     return {
-        "fit": {k: v for k, v in fit.as_dict().items() if k != "suggestions"},
+        "fit": fit.as_dict(),
         "model": f"{train.model_preset}: {shape.n_layer} layers x {shape.d_model} wide = {params / 1e6:,.1f} M params",
         "parameters": params,
         "steps": math.ceil(train.train_tokens / train.global_batch_tokens),
