@@ -26,10 +26,10 @@ HANDLER = "infra.plan_step.plan.handler"
 SHARED_INFRA = (
     "infra/__init__.py",
     "infra/aws_limits.py",
-    "infra/config.py",
+    "infra/config/",
+    "infra/estimate/",
     "infra/images.py",
     "infra/instances.py",
-    "infra/estimate/",
     "infra/presets.py",
     "infra/recipe.py",
     "infra/training_code.py",
