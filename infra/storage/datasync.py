@@ -42,7 +42,21 @@ class DatasetSync(Construct):
         subnet: ec2.ISubnet,
     ) -> None:
         super().__init__(scope, id)
-        stack = cdk.Stack.of(self)
+        self._stack = cdk.Stack.of(self)
+        security_group = self._security_group(vpc, file_system)
+        bucket_role = self._bucket_role(bucket, key)
+        efs_role = self._file_system_role(file_system)
+        source = self._source(bucket, bucket_role)
+        destination = self._destination(file_system, access_point, efs_role, subnet, security_group)
+        self.task = self._task(source, destination)
+
+    def _principal(self) -> iam.ServicePrincipal:
+        return iam.ServicePrincipal(
+            "datasync.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": self._stack.account}}
+        )
+
+    def _security_group(self, vpc: ec2.IVpc, file_system: efs.IFileSystem) -> ec2.SecurityGroup:
+        """DataSync's network interface: NFS to the file system's mount targets and nothing else."""
         security_group = ec2.SecurityGroup(
             self,
             "SecurityGroup",
@@ -51,10 +65,11 @@ class DatasetSync(Construct):
             allow_all_outbound=False,
         )
         file_system.connections.allow_default_port_from(security_group, "NFS from DataSync")
-        principal = iam.ServicePrincipal(
-            "datasync.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": stack.account}}
-        )
-        bucket_role = iam.Role(self, "BucketAccessRole", assumed_by=principal)
+        return security_group
+
+    def _bucket_role(self, bucket: s3.IBucket, key: kms.IKey) -> iam.Role:
+        """Reads ``datasets/`` of the bucket, decrypting through S3 only."""
+        bucket_role = iam.Role(self, "BucketAccessRole", assumed_by=self._principal())
         # What DataSync needs of a source S3 location (DataSync user guide, "S3 location permissions").
         bucket_role.add_to_policy(
             iam.PolicyStatement(
@@ -73,10 +88,23 @@ class DatasetSync(Construct):
             iam.PolicyStatement(
                 actions=["kms:Decrypt"],
                 resources=[key.key_arn],
-                conditions={"StringEquals": {"kms:ViaService": f"s3.{stack.region}.amazonaws.com"}},
+                conditions={"StringEquals": {"kms:ViaService": f"s3.{self._stack.region}.amazonaws.com"}},
             )
         )
-        efs_role = iam.Role(self, "FileSystemAccessRole", assumed_by=principal)
+        acknowledge_wildcards(
+            bucket_role,
+            {
+                f"Resource::{cfn_ref(bucket)}/datasets/*": (
+                    "DataSync reads every object under the datasets/ prefix; the include filter of each start "
+                    "narrows it to one dataset."
+                ),
+            },
+        )
+        return bucket_role
+
+    def _file_system_role(self, file_system: efs.IFileSystem) -> iam.Role:
+        """Mounts and writes the file system."""
+        efs_role = iam.Role(self, "FileSystemAccessRole", assumed_by=self._principal())
         efs_role.add_to_policy(
             iam.PolicyStatement(
                 actions=[
@@ -87,31 +115,46 @@ class DatasetSync(Construct):
                 resources=[file_system.file_system_arn],
             )
         )
-        source = datasync.CfnLocationS3(
+        return efs_role
+
+    def _source(self, bucket: s3.IBucket, role: iam.IRole) -> datasync.CfnLocationS3:
+        return datasync.CfnLocationS3(
             self,
             "Source",
             s3_bucket_arn=bucket.bucket_arn,
             subdirectory="/datasets/",
-            s3_config=datasync.CfnLocationS3.S3ConfigProperty(bucket_access_role_arn=bucket_role.role_arn),
+            s3_config=datasync.CfnLocationS3.S3ConfigProperty(bucket_access_role_arn=role.role_arn),
         )
-        destination = datasync.CfnLocationEFS(
+
+    def _destination(
+        self,
+        file_system: efs.IFileSystem,
+        access_point: efs.IAccessPoint,
+        role: iam.IRole,
+        subnet: ec2.ISubnet,
+        security_group: ec2.ISecurityGroup,
+    ) -> datasync.CfnLocationEFS:
+        return datasync.CfnLocationEFS(
             self,
             "Destination",
             efs_filesystem_arn=file_system.file_system_arn,
             access_point_arn=access_point.access_point_arn,
-            file_system_access_role_arn=efs_role.role_arn,
+            file_system_access_role_arn=role.role_arn,
             in_transit_encryption="TLS1_2",
             ec2_config=datasync.CfnLocationEFS.Ec2ConfigProperty(
-                subnet_arn=f"arn:aws:ec2:{stack.region}:{stack.account}:subnet/{subnet.subnet_id}",
+                subnet_arn=f"arn:aws:ec2:{self._stack.region}:{self._stack.account}:subnet/{subnet.subnet_id}",
                 security_group_arns=[
-                    f"arn:aws:ec2:{stack.region}:{stack.account}:security-group/{security_group.security_group_id}"
+                    f"arn:aws:ec2:{self._stack.region}:{self._stack.account}:security-group/{security_group.security_group_id}"
                 ],
             ),
         )
-        self.task = datasync.CfnTask(
+
+    def _task(self, source: datasync.CfnLocationS3, destination: datasync.CfnLocationEFS) -> datasync.CfnTask:
+        """Copies what changed, verifies it, keeps what the source no longer has; no POSIX metadata."""
+        return datasync.CfnTask(
             self,
             "Task",
-            name=f"{stack.stack_name}-datasets-to-efs",
+            name=f"{self._stack.stack_name}-datasets-to-efs",
             source_location_arn=source.attr_location_arn,
             destination_location_arn=destination.attr_location_arn,
             options=datasync.CfnTask.OptionsProperty(
@@ -123,13 +166,4 @@ class DatasetSync(Construct):
                 uid="NONE",
                 gid="NONE",
             ),
-        )
-        acknowledge_wildcards(
-            bucket_role,
-            {
-                f"Resource::{cfn_ref(bucket)}/datasets/*": (
-                    "DataSync reads every object under the datasets/ prefix; the include filter of each start "
-                    "narrows it to one dataset."
-                ),
-            },
         )
