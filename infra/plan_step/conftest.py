@@ -1,4 +1,4 @@
-"""Fixtures for the workflow's unit tests: a stack's settings as the Plan function receives them."""
+"""Fixtures for the Plan step's unit tests: a stack's settings as the Plan function receives them."""
 
 from __future__ import annotations
 
