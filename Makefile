@@ -13,7 +13,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/$(NODE_BIN):$(PATH)
 CDK := $(NODE_BIN)/cdk
 STAGE ?= dev
 
-.PHONY: run test synth diff deploy destroy lint plan wheelhouse bench install clean
+.PHONY: run test synth diff deploy destroy lint estimate wheelhouse bench install clean
 
 run: install ## The main job: synthesize and run the workflow locally
 	$(PY) -m local.run --stage $(STAGE) $(if $(INPUT),--input $(INPUT))
@@ -25,20 +25,23 @@ synth: install ## Templates in cdk.out/ (no AWS credentials needed)
 	$(CDK) synth -q -c stage=$(STAGE)
 
 diff: install
+	$(PY) -m cli check --stage $(STAGE)
 	$(CDK) diff -c stage=$(STAGE)
 
 deploy: install
+	$(PY) -m cli check --stage $(STAGE)
 	$(CDK) deploy -c stage=$(STAGE)
 
 destroy: install
+	$(PY) -m cli check --stage $(STAGE)
 	$(CDK) destroy -c stage=$(STAGE)
 
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-plan: install
-	$(PY) -m infra.planner $(ARGS)
+estimate: install ## Memory, time and cost of a training run (ARGS="--preset ... --instance-type ...")
+	$(PY) -m infra.estimate $(ARGS)
 
 # Wheels of training/requirements.txt for the job containers (Python 3.12, x86_64), shipped in the
 # training package so that jobs in isolated stages install without PyPI. Needs PyPI here, once.

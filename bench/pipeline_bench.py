@@ -1,12 +1,12 @@
-"""Pipeline parallelism on this machine's CPU: parameter memory per device against the planner, and step times.
+"""Pipeline parallelism on this machine's CPU: parameter memory per device against the estimate, and step times.
 
 1. Memory. For each preset and K = 2, 4, a PipelinedGPT on K logical CPU devices, its AdamW (built) and the
    pipeline trainer's gradient buffers; the bytes of every variable are added up by the device it lives on
-   (``variable.device``) and set against the planner's figure for that stage (``infra/planner/stages.py``):
-   parameters x (4 weights + 8 Adam moments + 4 gradients) in float32. The planner also counts a 4-byte
+   (``variable.device``) and set against the estimate's figure for that stage (``infra/estimate/stages.py``):
+   parameters x (4 weights + 8 Adam moments + 4 gradients) in float32. The estimate also counts a 4-byte
    accumulator when a step has several micro-batches; in this implementation the running sum is a transient
    tensor, not a variable, so it is not in the measured figure (reported separately). "extra bytes" are the
-   variables the planner does not model: dropout seed states (16 bytes per block), AdamW's step counter.
+   variables the estimate does not model: dropout seed states (16 bytes per block), AdamW's step counter.
    TensorFlow's CPU logical devices share one allocator (``get_memory_info`` reports the same total for
    each), so "on a device" here means placed there, the placement a GPU run would allocate on that GPU.
 
@@ -43,7 +43,7 @@ from gpt.pipeline.model import PipelinedGPT, stage_of  # noqa: E402
 from pipeline_trainer import PipelineTrainer, build_pipeline_replicas  # noqa: E402
 from trainer import Trainer, make_optimizer  # noqa: E402
 
-from infra.planner.stages import stage_layers, stage_parameters  # noqa: E402
+from infra.estimate.stages import stage_layers, stage_parameters  # noqa: E402
 from infra.presets import model_presets  # noqa: E402
 
 MAX_STAGES = 4
@@ -74,7 +74,7 @@ def pipelined_trainer(preset: str, vocab: int, context: int, stages: int, micro:
 
 
 def memory_rows(preset: str, vocab: int, context: int) -> list[dict]:
-    """Measured bytes per device (weights, AdamW state, gradient buffers) against the planner, K = 2 and 4."""
+    """Measured bytes per device (weights, AdamW state, gradient buffers) against the estimate, K = 2 and 4."""
     rows = []
     shape = model_presets()[preset]
     for stages in (2, 4):
@@ -87,7 +87,7 @@ def memory_rows(preset: str, vocab: int, context: int) -> list[dict]:
             measured[stage_of(buffer, devices)] += variable_bytes(buffer)
         planned = stage_parameters(shape, vocab, context, stages)
         layers = stage_layers(shape, vocab, context, stages)
-        assert [len(b) for b in model.stage_blocks] == layers  # training and planner split alike
+        assert [len(b) for b in model.stage_blocks] == layers  # training and the estimate split alike
         for k in range(stages):
             rows.append(
                 {
@@ -161,8 +161,8 @@ def main() -> None:
         raise SystemExit(f"could not split the CPU into {MAX_STAGES} logical devices")
     print(f"TensorFlow {tf.__version__}, {os.cpu_count()} CPU cores, {MAX_STAGES} logical CPU devices\n")
 
-    print("Parameter memory per device (weights + AdamW m, v + gradient buffers, float32), measured vs planner")
-    print(f"{'preset':<11}{'K':>3}{'stage':>7}{'blocks':>8}{'params M':>10}{'measured MB':>13}{'planner MB':>12}"
+    print("Parameter memory per device (weights + AdamW m, v + gradient buffers, float32), measured vs estimate")
+    print(f"{'preset':<11}{'K':>3}{'stage':>7}{'blocks':>8}{'params M':>10}{'measured MB':>13}{'estimate MB':>12}"
           f"{'ratio':>7}{'extra bytes':>13}{'(+accum. MB)':>14}")  # fmt: skip
     for preset in args.presets:
         for r in memory_rows(preset, args.vocab, args.context):

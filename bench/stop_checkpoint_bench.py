@@ -4,9 +4,9 @@
    dataset, sent SIGTERM after step 7: its ``[stopped]`` line says how long the step in flight plus the checkpoint
    took; three trials.
 2. TensorFlow's checkpoint write rate on this disk (1 GiB of float32 variables, best of two).
-3. From the planner (``infra/planner``): a gpt3-1.3b checkpoint is fp32 weights + AdamW moments (the per-device
+3. From the estimate (``infra/estimate``): a gpt3-1.3b checkpoint is fp32 weights + AdamW moments (the per-device
    state of data parallelism; the 16-bit copy and gradients are not saved), written at the rate of 2., after the
-   step in flight (the planner's step time) on 4 x ml.p4d.24xlarge, against SageMaker's ~120 s before SIGKILL.
+   step in flight (the estimate's step time) on 4 x ml.p4d.24xlarge, against SageMaker's ~120 s before SIGKILL.
    SageMaker's own upload of /opt/ml/checkpoints to S3 is not modelled.
 
     .venv/bin/python bench/stop_checkpoint_bench.py
@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))  # first: its conftest, not the repo's
 
 from conftest import write_dataset  # the training tests' tiny dataset
-from infra.planner.plan import plan
+from infra.estimate.estimate import estimate
 from infra.presets import model_presets
 
 REPO = Path(__file__).resolve().parents[1]
@@ -87,7 +87,7 @@ def main() -> int:
         print(f"small: checkpoint of {size / 2**20:.1f} MiB on disk {checkpointed:.2f} s after SIGTERM "
               f"(process gone after {gone:.1f} s: interpreter and TensorFlow teardown)")  # fmt: skip
     print(f"tf.train.Checkpoint.write here: {rate:.2f} GiB/s")
-    p = plan(model_presets()["gpt3-1.3b"], vocab_size=50257, sequence_length=2048, micro_batch_size=4,
+    p = estimate(model_presets()["gpt3-1.3b"], vocab_size=50257, sequence_length=2048, micro_batch_size=4,
              precision="bf16", recompute=True, instance_type="ml.p4d.24xlarge", instance_count=4,
              global_batch_tokens=1048576, train_tokens=300 * 10**9)  # fmt: skip
     size = p.memory.gradients + p.memory.optimizer  # fp32 weights (as many bytes as fp32 gradients) + AdamW m, v

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-from pathlib import Path
 from typing import Any
 
-from infra.config import load_stage_config
+from cli.stage import stage_session
 
 
 def request_body(
@@ -40,13 +39,12 @@ def invoke(stage: str, endpoint: str, body: dict, session: Any = None) -> list[d
 
     Raises botocore's ClientError (``ModelError`` for a refused request) as is.
     """
-    import boto3
-
-    if session is None:
-        context = json.loads((Path(__file__).resolve().parent.parent / "cdk.json").read_text())["context"]
-        session = boto3.Session(region_name=load_stage_config({**context, "stage": stage}).region)
-    response = session.client("sagemaker-runtime").invoke_endpoint(
-        EndpointName=endpoint, ContentType="application/json", Accept="application/json", Body=json.dumps(body)
+    response = (
+        (session or stage_session(stage))
+        .client("sagemaker-runtime")
+        .invoke_endpoint(
+            EndpointName=endpoint, ContentType="application/json", Accept="application/json", Body=json.dumps(body)
+        )
     )
     return json.loads(response["Body"].read())
 

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from infra.app import stack_name
-from infra.config import load_stage_config
+from cli.errors import CommandError
+from cli.stage import stage_config, stage_session
 
 STATE_MACHINE_OUTPUT = "StateMachineArn"
 
@@ -36,19 +36,16 @@ def state_machine_arn(cloudformation: Any, stack: str) -> str:
     for output in outputs:
         if output["OutputKey"] == STATE_MACHINE_OUTPUT:
             return output["OutputValue"]
-    raise SystemExit(f"stack {stack} has no {STATE_MACHINE_OUTPUT} output: is it deployed from this version?")
+    raise CommandError(f"stack {stack} has no {STATE_MACHINE_OUTPUT} output: deploy this version (make deploy)")
 
 
 def start(stage: str, input_path: Path | None, name: str | None, session: Any = None) -> str:
     """Starts the execution and returns its ARN."""
-    import boto3
-
-    context = json.loads((Path(__file__).resolve().parent.parent / "cdk.json").read_text())["context"]
-    config = load_stage_config({**context, "stage": stage})
-    session = session or boto3.Session(region_name=config.region)
-    arn = state_machine_arn(session.client("cloudformation"), stack_name(config))
+    config = stage_config(stage)
     payload = input_path.read_text() if input_path else "{}"
-    json.loads(payload)  # a clear error here beats a failed execution
+    json.loads(payload)  # a clear error here, before any call, beats a failed execution
+    session = session or stage_session(stage)
+    arn = state_machine_arn(session.client("cloudformation"), config.stack_name)
     response = session.client("stepfunctions").start_execution(
         stateMachineArn=arn, name=execution_name(name), input=payload
     )

@@ -11,13 +11,9 @@ from infra.stack import PretrainingStack
 CONTEXT_KEYS = ("stage", "stages", "config")
 
 
-def stack_name(config: StageConfig) -> str:
-    return f"GptPretraining-{config.name}"
-
-
 def build_app(app: cdk.App, config: StageConfig) -> PretrainingStack:
     """Adds the stage's stack to ``app`` and turns on cdk-nag; returns the stack."""
-    stack = PretrainingStack(app, stack_name(config), config=config)
+    stack = PretrainingStack(app, config.stack_name, config=config)
     cdk.Tags.of(stack).add("project", "gpt-pretraining")
     cdk.Tags.of(stack).add("stage", config.name)
     enable_nag(app, config.security.compliance_packs)

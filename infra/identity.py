@@ -44,32 +44,47 @@ class SageMakerExecutionRole(Construct):
         images: Iterable[str],
     ) -> None:
         super().__init__(scope, id)
-        stack = Stack.of(self)
-        self.role = iam.Role(
+        self.role = self._role()
+        self.policy = iam.Policy(self, "Policy", roles=[self.role])
+        self._allow_buckets([*read_buckets, *write_buckets], write_buckets)
+        self._allow_key(key)
+        self._allow_file_system(file_system)
+        self._allow_network_interfaces(vpc)
+        self._allow_images(images)
+        self._allow_logs_and_metrics()
+        self._acknowledge_wildcards([*read_buckets, *write_buckets], write_buckets)
+
+    def _role(self) -> iam.Role:
+        """Assumed by SageMaker, for this account only."""
+        return iam.Role(
             self,
             "Role",
             assumed_by=iam.ServicePrincipal(
-                "sagemaker.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": stack.account}}
+                "sagemaker.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}}
             ),
             description="SageMaker jobs of the GPT pre-training workflow",
         )
-        policy = iam.Policy(self, "Policy", roles=[self.role])
-        add = policy.add_statements
 
-        all_buckets = [*read_buckets, *write_buckets]
-        add(
+    def _allow_buckets(self, buckets: list[s3.IBucket], write_buckets: list[s3.IBucket]) -> None:
+        """List and read every bucket; write, delete and abort uploads in the write buckets."""
+        self.policy.add_statements(
             iam.PolicyStatement(
-                actions=["s3:ListBucket", "s3:GetBucketLocation"], resources=[b.bucket_arn for b in all_buckets]
+                actions=["s3:ListBucket", "s3:GetBucketLocation"], resources=[b.bucket_arn for b in buckets]
             )
         )
-        add(iam.PolicyStatement(actions=["s3:GetObject"], resources=[b.arn_for_objects("*") for b in all_buckets]))
-        add(
+        self.policy.add_statements(
+            iam.PolicyStatement(actions=["s3:GetObject"], resources=[b.arn_for_objects("*") for b in buckets])
+        )
+        self.policy.add_statements(
             iam.PolicyStatement(
                 actions=["s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
                 resources=[b.arn_for_objects("*") for b in write_buckets],
             )
         )
-        add(
+
+    def _allow_key(self, key: kms.IKey) -> None:
+        """Encrypt and decrypt with the data key; grants on it for the jobs' volumes."""
+        self.policy.add_statements(
             iam.PolicyStatement(
                 actions=["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey"],
                 resources=[key.key_arn],
@@ -77,14 +92,17 @@ class SageMakerExecutionRole(Construct):
         )
         # SageMaker creates grants on the key for the job's volumes. Only for AWS resources: code in a job may not
         # grant the data key to another principal.
-        add(
+        self.policy.add_statements(
             iam.PolicyStatement(
                 actions=["kms:CreateGrant"],
                 resources=[key.key_arn],
                 conditions={"Bool": {"kms:GrantIsForAWSResource": "true"}},
             )
         )
-        add(
+
+    def _allow_file_system(self, file_system: efs.IFileSystem) -> None:
+        """Mount and write the dataset file system."""
+        self.policy.add_statements(
             iam.PolicyStatement(
                 actions=[
                     "elasticfilesystem:ClientMount",
@@ -94,8 +112,11 @@ class SageMakerExecutionRole(Construct):
                 resources=[file_system.file_system_arn],
             )
         )
+
+    def _allow_network_interfaces(self, vpc: ec2.IVpc) -> None:
+        """The job network interfaces, in this VPC only."""
         # Jobs in a VPC: SageMaker creates and deletes network interfaces in the job subnets.
-        add(
+        self.policy.add_statements(
             iam.PolicyStatement(
                 actions=[
                     "ec2:DescribeNetworkInterfaces",
@@ -107,7 +128,7 @@ class SageMakerExecutionRole(Construct):
                 resources=["*"],  # Describe* actions support no resource-level permissions
             )
         )
-        add(
+        self.policy.add_statements(
             iam.PolicyStatement(
                 actions=[
                     "ec2:CreateNetworkInterface",
@@ -119,18 +140,26 @@ class SageMakerExecutionRole(Construct):
                 conditions={"ArnEquals": {"ec2:Vpc": vpc.vpc_arn}},
             )
         )
-        add(iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"]))  # account-wide action
-        add(
+
+    def _allow_images(self, images: Iterable[str]) -> None:
+        """Pull the jobs' images."""
+        self.policy.add_statements(
+            iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"])
+        )  # account-wide action
+        self.policy.add_statements(
             iam.PolicyStatement(
                 actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
                 resources=sorted({repository_arn(uri) for uri in images}),
             )
         )
-        add(
+
+    def _allow_logs_and_metrics(self) -> None:
+        """SageMaker's log groups and metric namespaces."""
+        self.policy.add_statements(
             iam.PolicyStatement(
                 actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
                 resources=[
-                    f"arn:aws:logs:{stack.region}:{stack.account}:log-group:{group}"
+                    f"arn:aws:logs:{Stack.of(self).region}:{Stack.of(self).account}:log-group:{group}"
                     for group in (
                         "/aws/sagemaker/TrainingJobs:*",
                         "/aws/sagemaker/ProcessingJobs:*",
@@ -139,15 +168,13 @@ class SageMakerExecutionRole(Construct):
                 ],
             )
         )
-        add(
+        self.policy.add_statements(
             iam.PolicyStatement(
                 actions=["cloudwatch:PutMetricData"],
                 resources=["*"],  # PutMetricData has no resource-level permissions
                 conditions={"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}},
             )
         )
-        self.policy = policy
-        self._acknowledge_wildcards(all_buckets, write_buckets)
 
     def allow_image(self, image_uri: str) -> None:
         """Pulls from the repository of the stage's custom training image (``training.image_uri``)."""

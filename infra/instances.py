@@ -1,6 +1,6 @@
-"""SageMaker instance types this project knows, with the facts configuration checks and the planner need.
+"""SageMaker instance types this project knows, with the facts configuration checks and the estimate need.
 
-One table for validation and for the pre-flight planner (``infra/planner``): an unknown type is a
+One table for validation and for the pre-flight estimate (``infra/estimate``): an unknown type is a
 configuration error, not a failed job an hour into provisioning. Standard library only: the workflow's
 Plan step (a Lambda function) imports it.
 
@@ -13,7 +13,7 @@ Sources and confidence:
   newer is TF32 on tensor cores (TensorFlow's default). The A10G is AWS's variant of the A10 with about
   half the A10's tensor rate (70 vs 125 TFLOPS); its figure is the least certain of the GPU rows.
 - CPU peaks are estimates: 16 fp32 lanes x 2 FMA units x 2 FLOPs x ~2.5 GHz (AVX-512) per core,
-  i.e. about 80 GFLOPS per vCPU (two vCPUs share a core); the planner uses them only for CPU training runs.
+  i.e. about 80 GFLOPS per vCPU (two vCPUs share a core); the estimate uses them only for CPU training runs.
 - Prices: SageMaker *training* on-demand, us-east-1, USD per instance-hour, as listed on the SageMaker
   pricing page and transcribed in public price tables read in September 2026 (``PRICES_AS_OF``); this machine
   has no network, so they were not re-read at the source. P4 and P5 prices reflect AWS's 2025 price cut

@@ -1,4 +1,4 @@
-"""The instance table: the types the planner needs, with the facts it reads."""
+"""The instance table: the types the estimate needs, with the facts it reads."""
 
 from __future__ import annotations
 

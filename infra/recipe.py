@@ -2,7 +2,7 @@
 
 train.py computes it with ``training/recipe.py`` from its hyperparameters; this computes the same from
 the configuration and the execution's ``hyperparameters`` (train.py's defaults for the rest), for the Plan
-step's summary and the planner's table.
+step's summary and the estimate's table.
 """
 
 from __future__ import annotations

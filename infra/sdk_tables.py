@@ -16,7 +16,7 @@ from sagemaker.core.debugger.debugger import ProfilerRule, get_rule_container_im
 
 from infra.images import IMAGE_KEYS, PYTHON_VERSION, SERVING_VERSION, TENSORFLOW_VERSION, image_key
 from infra.instances import INSTANCE_TYPES
-from infra.workflow import debugger
+from infra.plan_step import debugger
 
 # An instance type of each kind, for the SDK's choice of the CPU or GPU image.
 _EXAMPLE_TYPE = {False: "ml.c5.xlarge", True: "ml.g5.xlarge"}
@@ -75,7 +75,7 @@ def without_volume_kms(instance_types: Iterable[str]) -> list[str]:
 
 
 def sdk_settings(region: str) -> dict:
-    """The :class:`~infra.workflow.settings.StackSettings` fields that come from the SDK, for ``region``."""
+    """The :class:`~infra.plan_step.settings.StackSettings` fields that come from the SDK, for ``region``."""
     return {
         "rule_evaluator_image": rule_evaluator_image(region),
         "profiler_rule_parameters": profiler_rule_parameters(debugger.PROFILER_RULES),

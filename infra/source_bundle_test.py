@@ -5,8 +5,8 @@ from __future__ import annotations
 import tarfile
 from pathlib import Path
 
+from infra.plan_step.requests import ENTRY_POINTS
 from infra.source_bundle import build_source_archive, source_files
-from infra.workflow.requests import ENTRY_POINTS
 
 
 def make_package(root: Path) -> Path:

@@ -10,11 +10,9 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from infra.buckets import DataBuckets
 from infra.checkov import SkipChecksOnCdkProviders
 from infra.config import StageConfig
 from infra.encryption import DataKey
-from infra.file_system import DATASETS_PATH, DatasetFileSystem
 from infra.identity import SageMakerExecutionRole
 from infra.instances import INSTANCE_TYPES
 from infra.log_groups import encrypted_log_group
@@ -26,11 +24,13 @@ from infra.observability.alarms import WorkflowAlarms
 from infra.observability.dashboard import TrainingDashboard
 from infra.observability.health_alarms import HealthAlarms
 from infra.observability.job_events import JobFailureNotifications
+from infra.plan_step.settings import StackSettings
 from infra.sdk_tables import sdk_settings
 from infra.source_bundle import TrainingPackage
-from infra.workflow.datasync import DatasetSync
+from infra.storage.buckets import DataBuckets
+from infra.storage.datasync import DatasetSync
+from infra.storage.file_system import DATASETS_PATH, DatasetFileSystem
 from infra.workflow.plan_function import PlanFunction
-from infra.workflow.settings import StackSettings
 from infra.workflow.state_machine import Workflow
 
 

@@ -8,7 +8,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from infra.workflow.object_store import FolderStore
+from local.folder_store import FolderStore
 from local.stack import LocalStack
 
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from infra.workflow.object_store import FolderStore
+from local.folder_store import FolderStore
 from local.jobs.common import REPO_ROOT, extract_archive
 
 PROMPT = "def main("

@@ -23,10 +23,10 @@ import sys
 import time
 from pathlib import Path
 
-from infra.app import stack_name
-from infra.config import deep_merge, load_stage_config
-from infra.workflow.object_store import FolderStore
+from cli.errors import user_message
+from infra.config import ConfigError, deep_merge, load_stage_config
 from local.corpus import write_corpus
+from local.folder_store import FolderStore
 from local.stack import LocalStack
 from local.summary import summarize
 from local.tasks import RunContext
@@ -42,20 +42,18 @@ def synthesize(stage: str, cdk_out: Path) -> str:
     print(f"Synthesizing stage {stage} (cdk-nag on) ...", flush=True)
     subprocess.run([str(CDK), "synth", "-q", "-c", f"stage={stage}", "--output", str(cdk_out)], cwd=ROOT, check=True)
     context = json.loads((ROOT / "cdk.json").read_text())["context"]
-    return stack_name(load_stage_config({**context, "stage": stage}))
+    return load_stage_config({**context, "stage": stage}).stack_name
 
 
-def read_input(path: Path | None, sample_uri: str) -> dict:
-    """local/default-input.json, the given input over it, and the sample corpus unless it names a corpus."""
+def read_input(path: Path | None) -> dict:
+    """local/default-input.json with the given input over it (the run adds the sample corpus unless it names one)."""
     data = json.loads(DEFAULT_INPUT.read_text())
-    if path:
-        data = deep_merge(data, json.loads(path.read_text()))
-    return deep_merge({"corpus": {"s3_uri": sample_uri}}, data)
+    return deep_merge(data, json.loads(path.read_text())) if path else data
 
 
 def run(
     stage: str,
-    input_path: Path | None,
+    execution_input: dict,
     execution_name: str,
     runs: Path,
     corpus_mb: int = 24,
@@ -78,7 +76,8 @@ def run(
     )
     (execution_dir / "context.json").write_text(json.dumps(dataclasses.asdict(context), indent=2))
     (execution_dir / "definition.json").write_text(json.dumps(stack.definition(), indent=2))
-    (execution_dir / "input.json").write_text(json.dumps(read_input(input_path, sample_uri), indent=2))
+    execution_input = deep_merge({"corpus": {"s3_uri": sample_uri}}, execution_input)  # unless it names one
+    (execution_dir / "input.json").write_text(json.dumps(execution_input, indent=2))
     result_path = execution_dir / "result.json"
     print(f"Execution {execution_name}: input {execution_dir / 'input.json'}\n", flush=True)
 
@@ -94,7 +93,7 @@ def run(
     return 0 if result["status"] == "SUCCEEDED" else 1
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stage", default="dev")
     parser.add_argument("--input", type=Path, help="JSON merged over local/default-input.json")
@@ -106,9 +105,21 @@ def main() -> int:
         action="store_true",
         help="answer every service call without the response members its API model marks optional",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    try:  # a bad stage or input file is one line, before the synth
+        context = json.loads((ROOT / "cdk.json").read_text())["context"]
+        load_stage_config({**context, "stage": args.stage})
+        execution_input = read_input(args.input)
+    except (ConfigError, OSError, ValueError) as error:
+        print(f"error: {user_message(error) or error}", file=sys.stderr)
+        return 2
     return run(
-        args.stage, args.input, args.execution_name, args.runs.resolve(), args.corpus_mb, args.only_required_members
+        args.stage,
+        execution_input,
+        args.execution_name,
+        args.runs.resolve(),
+        args.corpus_mb,
+        args.only_required_members,
     )
 
 

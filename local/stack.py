@@ -3,7 +3,7 @@
 ``cdk synth`` writes the template and the assets to ``cdk.out``. Here, as ``cdk deploy`` would in AWS,
 file assets are published to the (local) assets bucket and every CloudFormation reference is resolved
 to the name of a local stand-in: a bucket is a folder of the object store, the Plan function is the
-handler in ``infra/workflow/plan.py``, the file system is a folder.
+handler in ``infra/plan_step/plan.py``, the file system is a folder.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infra.workflow.object_store import FolderStore
-from infra.workflow.settings import SETTINGS_ENV, StackSettings
+from infra.plan_step.settings import SETTINGS_ENV, StackSettings
 from local.definition import resolve_definition, resolve_value
+from local.folder_store import FolderStore
 
 HASH_SUFFIX = re.compile(r"[0-9A-F]{8}$")
 

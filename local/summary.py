@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from infra.workflow.object_store import FolderStore
+from local.folder_store import FolderStore
 
 TRAIN_LINE = re.compile(r"\[train\] step=(\d+) loss=([0-9.eE+-]+)")
 VALID_LINE = re.compile(r"\[valid\] step=(\d+) val_loss=([0-9.eE+-]+) val_ppl=([0-9.eE+-]+|inf)")

@@ -18,9 +18,9 @@ from typing import Any
 
 import botocore.session
 
-from infra.workflow.object_store import FolderStore
-from infra.workflow.plan import plan_execution
+from infra.plan_step.plan import plan_execution
 from local import datasync, hosting
+from local.folder_store import FolderStore
 from local.jobs.common import JobFailed
 from local.jobs.processing import run_processing_job
 from local.jobs.training import run_training_job

@@ -13,11 +13,11 @@ import json
 
 import pytest
 
-from infra.workflow import requests
-from infra.workflow.conftest import make_settings
-from infra.workflow.object_store import FolderStore
-from infra.workflow.plan import plan_execution
+from infra.plan_step import requests
+from infra.plan_step.conftest import make_settings
+from infra.plan_step.plan import plan_execution
 from local.definition import resolve_definition
+from local.folder_store import FolderStore
 from tests.api_contract import (
     REQUEST_OPERATIONS,
     documented_rules,

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from aws_cdk.assertions import Template
 
-from infra.observability.search import MAX_QUERY, STATISTICS
-from infra.workflow.metrics import METRIC_DEFINITIONS
+from infra.observability.search_expressions import MAX_QUERY, STATISTICS
+from infra.plan_step.metric_definitions import METRIC_DEFINITIONS
 from local.definition import resolve_value
 from tests.synth import synth_template
 

@@ -6,7 +6,7 @@
 A pipeline (``model_parallel_degree`` > 1) runs a replica's accumulation steps in GPipe passes of
 ``microbatches`` micro-batches each, so ``microbatches`` must divide them.
 
-Standard library only: train.py, the configuration checks, the planner and the workflow's Plan step
+Standard library only: train.py, the configuration checks, the estimate and the workflow's Plan step
 all use these functions (infra loads this file, ``infra/training_code.py``).
 """
 

@@ -14,7 +14,7 @@ import statistics
 
 @dataclasses.dataclass(frozen=True)
 class HealthRules:
-    """Thresholds (defaults as in ``infra/config.py`` ObservabilityConfig).
+    """Thresholds (defaults as in ``infra/config/sections.py`` ObservabilityConfig).
 
     Args:
         gpu_underused_percent: devices computing less than this share of step time are underused.

@@ -16,8 +16,8 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from infra.observability import efs_metrics
-from infra.observability.search import PROCESSING_NAMESPACE, TRAINING_NAMESPACE, search
-from infra.workflow.metrics import METRIC_DEFINITIONS
+from infra.observability.search_expressions import PROCESSING_NAMESPACE, TRAINING_NAMESPACE, search
+from infra.plan_step.metric_definitions import METRIC_DEFINITIONS
 
 PERIOD = cdk.Duration.minutes(1)
 HEALTHY_GPU_PERCENT = 90
@@ -147,7 +147,7 @@ class TrainingDashboard(Construct):
         return widgets
 
     def _progress(self, charts: dict[str, tuple[str, ...]], *, width: int = 6) -> list[cw.IWidget]:
-        """The training log's metrics (``infra/workflow/metrics.py``), one line per job."""
+        """The training log's metrics (``infra/plan_step/metric_definitions.py``), one line per job."""
         defined = {d["Name"] for d in METRIC_DEFINITIONS}
         widgets: list[cw.IWidget] = []
         for title, names in charts.items():

@@ -23,7 +23,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from infra.config import ObservabilityConfig
-from infra.observability.search import TRAINING_NAMESPACE
+from infra.observability.search_expressions import TRAINING_NAMESPACE
 
 PERIOD_MINUTES = 5
 ABOVE = cw.ComparisonOperator.GREATER_THAN_THRESHOLD

@@ -8,7 +8,7 @@ from aws_cdk import aws_cloudwatch as cw
 
 from infra.config import ObservabilityConfig
 from infra.observability.health_alarms import health_alarms
-from infra.workflow.metrics import METRIC_DEFINITIONS
+from infra.plan_step.metric_definitions import METRIC_DEFINITIONS
 
 NS = '"/aws/sagemaker/TrainingJobs"'
 # Metrics Insights as documented: one function over one metric FROM SCHEMA(namespace, dimensions), no GROUP BY

@@ -1,10 +1,8 @@
-"""The Plan step's Lambda function: ``infra/workflow/plan.py`` with the modules it imports, nothing else."""
+"""The Plan step's Lambda function: the ``infra/plan_step`` folder and the infra modules it shares, nothing else."""
 
 from __future__ import annotations
 
-import modulefinder
 import shutil
-import sys
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -18,11 +16,24 @@ from constructs import Construct
 from infra.aws_limits import LIMITS_FILE, write_limits
 from infra.checkov import skip_checks
 from infra.nag import acknowledge_compliance, acknowledge_wildcards, bucket_ref, cfn_ref
+from infra.plan_step.settings import SETTINGS_ENV
 from infra.source_bundle import BUILD_DIR, REPO_ROOT
 from infra.training_code import SHARED_FILES, TRAINING_ROOT
-from infra.workflow.settings import SETTINGS_ENV
 
-HANDLER_MODULE = REPO_ROOT / "infra" / "workflow" / "plan.py"
+RUNTIME_PACKAGE = "infra/plan_step/"
+HANDLER = "infra.plan_step.plan.handler"
+# infra's standard-library modules the run-time package imports (a folder: its modules), bundled beside it.
+SHARED_INFRA = (
+    "infra/__init__.py",
+    "infra/aws_limits.py",
+    "infra/config/",
+    "infra/estimate/",
+    "infra/images.py",
+    "infra/instances.py",
+    "infra/presets.py",
+    "infra/recipe.py",
+    "infra/training_code.py",
+)
 # Why the function has no DLQ and no VPC (checkov CKV_AWS_116, CKV_AWS_117; cdk-nag LambdaDLQ, LambdaInsideVPC).
 NO_DLQ = (
     "Invoked synchronously by the state machine (RequestResponse), which retries and catches its errors; a DLQ "
@@ -39,22 +50,23 @@ UNRESERVED = (
 )
 
 
-def plan_modules() -> list[Path]:
-    """The project's modules the handler imports, found by following its imports (standard library aside)."""
-    finder = modulefinder.ModuleFinder(path=[str(REPO_ROOT), *sys.path])
-    finder.run_script(str(HANDLER_MODULE))
-    files = {Path(m.__file__) for m in finder.modules.values() if m.__file__}
-    project = {f.relative_to(REPO_ROOT) for f in files if f.is_relative_to(REPO_ROOT / "infra")}
-    packages = {p / "__init__.py" for f in project for p in f.parents if p != Path(".")}
-    return sorted(project | packages | {HANDLER_MODULE.relative_to(REPO_ROOT)})
+def bundled_files() -> list[Path]:
+    """The bundle's files, relative to the repository: the run-time package's modules and ``SHARED_INFRA``'s."""
+    files = [Path(f) for f in SHARED_INFRA if not f.endswith("/")]
+    for folder in [RUNTIME_PACKAGE, *(f for f in SHARED_INFRA if f.endswith("/"))]:
+        modules = (REPO_ROOT / folder).glob("*.py")
+        files += [
+            m.relative_to(REPO_ROOT) for m in modules if not m.name.endswith("_test.py") and m.name != "conftest.py"
+        ]
+    return sorted(files)
 
 
 def build_plan_code(out_dir: Path = BUILD_DIR / "plan_function") -> Path:
-    """Copies the handler's modules and the training package's shared files it loads, in the repo's layout, and
-    writes the AWS limits it checks (from botocore, ``infra/aws_limits.py``)."""
+    """Copies the bundled files and the training package's shared files they load, in the repo's layout, and
+    writes the AWS limits the run-time code checks (from botocore, ``infra/aws_limits.py``)."""
     shutil.rmtree(out_dir, ignore_errors=True)
     shared = [(TRAINING_ROOT / name).relative_to(REPO_ROOT) for name in SHARED_FILES]
-    for module in [*plan_modules(), *shared]:
+    for module in [*bundled_files(), *shared]:
         target = out_dir / module
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(REPO_ROOT / module, target)
@@ -94,7 +106,7 @@ class PlanFunction(Construct):
             self,
             "Function",
             runtime=lambda_.Runtime.PYTHON_3_14,
-            handler="infra.workflow.plan.handler",
+            handler=HANDLER,
             code=lambda_.Code.from_asset(str(build_plan_code())),
             timeout=cdk.Duration.minutes(1),
             memory_size=512,

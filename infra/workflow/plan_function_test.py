@@ -10,7 +10,7 @@ def test_bundle_imports_with_the_standard_library_only(tmp_path):
     code = build_plan_code(tmp_path / "plan")
     probe = (
         "import sys; sys.path.insert(0, '.');"
-        "import infra.workflow.plan as p, infra.presets as presets, infra.aws_limits as limits;"
+        "import infra.plan_step.plan as p, infra.presets as presets, infra.aws_limits as limits;"
         "assert 'aws_cdk' not in sys.modules and 'boto3' not in sys.modules;"
         "print(sorted(presets.model_presets()), limits.aws_limits().processing_instance_count);"
         "assert 'botocore' not in sys.modules"

@@ -3,13 +3,12 @@
 Every SageMaker request comes whole from the Plan step (``$.plan.requests``); the states only decide
 the path and wait. aws-cdk-lib's SageMaker tasks cannot express most of the training request (EFS
 channels, checkpoints, spot, profiler...) and there is no processing-job task, so those states are
-``CustomState`` with the IAM the ``.sync`` integrations need written out below.
+``CustomState`` with the IAM the ``.sync`` integrations need written out in ``permissions.py``.
 """
 
 from __future__ import annotations
 
 import aws_cdk as cdk
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -19,8 +18,10 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from aws_cdk.aws_datasync import CfnTask
 from constructs import Construct
 
-from infra.nag import acknowledge, acknowledge_wildcards, cfn_ref
-from infra.workflow import requests
+from infra.nag import acknowledge
+from infra.plan_step import requests
+from infra.workflow import messages
+from infra.workflow.permissions import grant_sagemaker_jobs, sagemaker_arn
 
 SAGEMAKER_ERRORS_TO_RETRY = ["SageMaker.AmazonSageMakerException", "SageMaker.ThrottlingException"]
 AWS_SDK_ERRORS_TO_RETRY = ["States.Timeout", "ThrottlingException", "InternalException", "ServiceUnavailableException"]
@@ -67,26 +68,9 @@ class Workflow(Construct):
     ) -> None:
         super().__init__(scope, id)
         self._prefix = job_prefix
-        self._datasync_task = datasync_task
         self._datasync_task_arn = datasync_task.attr_task_arn
-        self._plan_function = plan_function
-        self._topic = topic
-        self._key = key
-        notify_failure = self._notify_failure()
-
-        plan = tasks.LambdaInvoke(
-            self,
-            "Plan",
-            lambda_function=plan_function,
-            payload_response_only=True,
-            result_path="$.plan",
-            payload=sfn.TaskInput.from_object(
-                {"input": sfn.JsonPath.object_at("$"), "execution_name": sfn.JsonPath.execution_name}
-            ),
-            retry_on_service_exceptions=True,
-        )
-        # Throttled beyond its reserved concurrency (security.plan_reserved_concurrency): wait and try again.
-        plan.add_retry(errors=["Lambda.TooManyRequestsException"], interval=cdk.Duration.seconds(2), max_attempts=6)
+        notify_failure = messages.notify_failure(self, topic)
+        plan = self._plan(plan_function)
         tokenizer = self._sagemaker_job("TrainTokenizer", "createProcessingJob", "tokenizer")
         shards = self._sagemaker_job("WriteShards", "createProcessingJob", "shards")
         train = self._sagemaker_job(
@@ -97,45 +81,63 @@ class Workflow(Construct):
         )
         for state in (plan, tokenizer, shards, train):
             state.add_catch(notify_failure, result_path="$.error")
-        # The job's description with a default for each optional member it lacks, as $.training.Job.
-        training_result = sfn.Pass(
-            self,
-            "TrainingResult",
-            parameters={"Job.$": "States.JsonMerge($.training.Defaults, $.training.Job, false)"},
-            result_path="$.training",
-        )
-
-        notify_success = tasks.SnsPublish(
-            self,
-            "NotifySuccess",
-            topic=topic,
-            result_path=sfn.JsonPath.DISCARD,
-            subject="GPT pre-training succeeded",
-            message=sfn.TaskInput.from_text(
-                sfn.JsonPath.format(
-                    "Execution {} succeeded. Model: {}. Final metrics: {}. Training time: {} s (billed {} s). "
-                    "Checkpoints: {}. Training report (health verdicts and plots): {}"
-                    + (". Debugger profiler report: {}" if debugger else ""),
-                    sfn.JsonPath.execution_name,
-                    sfn.JsonPath.string_at("$.training.Job.ModelArtifacts.S3ModelArtifacts"),
-                    sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.training.Job.FinalMetricDataList")),
-                    sfn.JsonPath.string_at("$.training.Job.TrainingTimeInSeconds"),
-                    sfn.JsonPath.string_at("$.training.Job.BillableTimeInSeconds"),
-                    sfn.JsonPath.string_at("$.plan.checkpoint_uri"),
-                    sfn.JsonPath.string_at("$.plan.training_report_uri"),
-                    *([sfn.JsonPath.string_at("$.plan.profiler_report_uri")] if debugger else []),
-                )
-            ),
-        )
-        _retry_publish(notify_success)
-        notify_success.add_catch(notify_failure, result_path="$.error")
+        training_result = self._training_result()
+        notify_success = messages.notify_success(self, topic, debugger, notify_failure)
         deploy = self._deploy(notify_success, notify_failure)
+        preprocess = self._route(tokenizer, shards, train.next(training_result), deploy, notify_success, notify_failure)
+        self.state_machine = self._state_machine(plan.next(preprocess), log_group, log_level, include_execution_data)
+        grant_sagemaker_jobs(
+            self.state_machine.role,
+            job_prefix=job_prefix,
+            execution_role_arn=execution_role_arn,
+            key=key,
+            datasync_task=datasync_task,
+            plan_function=plan_function,
+        )
 
-        after_staging = train.next(training_result).next(
+    # ---- The machine and its path --------------------------------------------------------------------
+
+    def _state_machine(
+        self, definition: sfn.IChainable, log_group: logs.ILogGroup, log_level: str, include_execution_data: bool
+    ) -> sfn.StateMachine:
+        machine = sfn.StateMachine(
+            self,
+            "StateMachine",
+            definition_body=sfn.DefinitionBody.from_chainable(definition),
+            tracing_enabled=True,
+            logs=sfn.LogOptions(
+                destination=log_group, level=sfn.LogLevel[log_level], include_execution_data=include_execution_data
+            ),
+            comment="GPT pre-training: plan, preprocess, stage to EFS, train, deploy, notify",
+        )
+        if log_level != "ALL":
+            acknowledge(
+                machine,
+                {
+                    "AwsSolutions::AwsSolutions-SF1": (
+                        f"The stage's configuration chose {log_level}-level execution logs; failed states are still "
+                        "logged, alarmed and e-mailed, and every execution's full history stays in Step Functions."
+                    )
+                },
+            )
+        return machine
+
+    def _route(
+        self,
+        tokenizer: sfn.IChainable,
+        shards: sfn.CustomState,
+        trained: sfn.Chain,
+        deploy: sfn.IChainable,
+        notify_success: sfn.IChainable,
+        notify_failure: sfn.IChainable,
+    ) -> sfn.IChainable:
+        """The choices after Plan: preprocess (tokenizer too?), stage to EFS, train, deploy or just notify."""
+        after_staging = trained.next(
             sfn.Choice(self, "Deploy?")
             .when(sfn.Condition.boolean_equals("$.plan.deploy", True), deploy)
             .otherwise(notify_success)
         )
+        train = trained.start_state
         stage = (
             sfn.Choice(self, "Stage to EFS?")
             .when(sfn.Condition.boolean_equals("$.plan.stage_to_efs", True), self._stage_to_efs(train, notify_failure))
@@ -152,30 +154,35 @@ class Workflow(Construct):
             .otherwise(stage)
         )
         shards.next(stage)
-
-        self.state_machine = sfn.StateMachine(
-            self,
-            "StateMachine",
-            definition_body=sfn.DefinitionBody.from_chainable(plan.next(preprocess)),
-            tracing_enabled=True,
-            logs=sfn.LogOptions(
-                destination=log_group, level=sfn.LogLevel[log_level], include_execution_data=include_execution_data
-            ),
-            comment="GPT pre-training: plan, preprocess, stage to EFS, train, deploy, notify",
-        )
-        self._grant(self.state_machine.role, execution_role_arn)
-        if log_level != "ALL":
-            acknowledge(
-                self.state_machine,
-                {
-                    "AwsSolutions::AwsSolutions-SF1": (
-                        f"The stage's configuration chose {log_level}-level execution logs; failed states are still "
-                        "logged, alarmed and e-mailed, and every execution's full history stays in Step Functions."
-                    )
-                },
-            )
+        return preprocess
 
     # ---- States ----------------------------------------------------------------------------------
+
+    def _plan(self, function: lambda_.IFunction) -> tasks.LambdaInvoke:
+        """The Plan step: the execution input and name in, ``$.plan`` out."""
+        plan = tasks.LambdaInvoke(
+            self,
+            "Plan",
+            lambda_function=function,
+            payload_response_only=True,
+            result_path="$.plan",
+            payload=sfn.TaskInput.from_object(
+                {"input": sfn.JsonPath.object_at("$"), "execution_name": sfn.JsonPath.execution_name}
+            ),
+            retry_on_service_exceptions=True,
+        )
+        # Throttled beyond its reserved concurrency (security.plan_reserved_concurrency): wait and try again.
+        plan.add_retry(errors=["Lambda.TooManyRequestsException"], interval=cdk.Duration.seconds(2), max_attempts=6)
+        return plan
+
+    def _training_result(self) -> sfn.Pass:
+        # The job's description with a default for each optional member it lacks, as $.training.Job.
+        return sfn.Pass(
+            self,
+            "TrainingResult",
+            parameters={"Job.$": "States.JsonMerge($.training.Defaults, $.training.Job, false)"},
+            result_path="$.training",
+        )
 
     def _sagemaker_job(
         self,
@@ -288,7 +295,7 @@ class Workflow(Construct):
             action="describeEndpoint",
             iam_action="sagemaker:DescribeEndpoint",
             parameters={"EndpointName": sfn.JsonPath.string_at("$.plan.names.endpoint")},
-            iam_resources=[self._arn("endpoint")],
+            iam_resources=[sagemaker_arn(self._prefix, "endpoint")],
             result_path="$.deployment.status",
         )
         cause = sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.deployment.status"))  # FailureReason is optional
@@ -335,105 +342,6 @@ class Workflow(Construct):
             .otherwise(wait)
         )
 
-    def _notify_failure(self) -> sfn.IChainable:
-        publish = tasks.SnsPublish(
-            self,
-            "NotifyFailure",
-            topic=self._topic,
-            result_path=sfn.JsonPath.DISCARD,
-            subject="GPT pre-training failed",
-            message=sfn.TaskInput.from_text(
-                sfn.JsonPath.format(
-                    "Execution {} failed. Error: {}. Cause: {}",
-                    sfn.JsonPath.execution_name,
-                    sfn.JsonPath.string_at("$.error.Error"),
-                    sfn.JsonPath.string_at("$.error.Cause"),
-                )
-            ),
-        )
-        _retry_publish(publish)
-        return publish.next(sfn.Fail(self, "Failed", error_path="$.error.Error", cause_path="$.error.Cause"))
-
-    # ---- IAM ---------------------------------------------------------------------------------------
-
-    def _arn(self, kind: str) -> str:
-        return f"arn:{cdk.Aws.PARTITION}:sagemaker:{cdk.Aws.REGION}:{cdk.Aws.ACCOUNT_ID}:{kind}/{self._prefix}-*"
-
-    def _grant(self, role: iam.IRole, execution_role_arn: str) -> None:
-        """What the .sync SageMaker integrations need, scoped to this stack's job names and role."""
-        jobs = [self._arn("processing-job"), self._arn("training-job")]
-        hosting = [self._arn("model"), self._arn("endpoint-config"), self._arn("endpoint")]
-        statements = [
-            iam.PolicyStatement(
-                actions=[
-                    "sagemaker:CreateProcessingJob",
-                    "sagemaker:DescribeProcessingJob",
-                    "sagemaker:StopProcessingJob",
-                    "sagemaker:CreateTrainingJob",
-                    "sagemaker:DescribeTrainingJob",
-                    "sagemaker:StopTrainingJob",
-                    "sagemaker:AddTags",
-                    "sagemaker:ListTags",
-                ],
-                resources=jobs,
-            ),
-            iam.PolicyStatement(
-                actions=[
-                    "sagemaker:CreateModel",
-                    "sagemaker:CreateEndpointConfig",
-                    "sagemaker:CreateEndpoint",
-                    "sagemaker:DescribeEndpoint",
-                    "sagemaker:AddTags",
-                ],
-                resources=hosting,
-            ),
-            # CreateEndpoint with an endpoint configuration that names the data key: SageMaker creates a grant
-            # on it for the endpoint's volumes, as the caller. Only through SageMaker, only for AWS resources.
-            iam.PolicyStatement(
-                actions=["kms:CreateGrant"],
-                resources=[self._key.key_arn],
-                conditions={
-                    "Bool": {"kms:GrantIsForAWSResource": "true"},
-                    "StringEquals": {"kms:ViaService": f"sagemaker.{cdk.Aws.REGION}.amazonaws.com"},
-                },
-            ),
-            iam.PolicyStatement(
-                actions=["iam:PassRole"],
-                resources=[execution_role_arn],
-                conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}},
-            ),
-            iam.PolicyStatement(
-                actions=["events:PutTargets", "events:PutRule", "events:DescribeRule"],
-                resources=[
-                    f"arn:{cdk.Aws.PARTITION}:events:{cdk.Aws.REGION}:{cdk.Aws.ACCOUNT_ID}:rule/StepFunctionsGetEventsForSageMaker{kind}JobsRule"
-                    for kind in ("Training", "Processing")
-                ],
-            ),
-        ]
-        for statement in statements:
-            role.add_to_principal_policy(statement)
-        self._acknowledge(role)
-
-    def _acknowledge(self, role: iam.IRole) -> None:
-        arn = "arn:<AWS::Partition>:sagemaker:<AWS::Region>:<AWS::AccountId>"
-        reasons = {
-            f"Resource::{arn}:{kind}/{self._prefix}-*": (
-                "Job and endpoint names are derived per execution; access is limited to this stack's name prefix."
-            )
-            for kind in ("processing-job", "training-job", "model", "endpoint-config", "endpoint")
-        }
-        reasons["Resource::*"] = (
-            "X-Ray tracing (xray:PutTraceSegments, PutTelemetryRecords, GetSampling*) and CloudWatch Logs delivery "
-            "(logs:*LogDelivery*, Describe*) have no resource-level permissions."
-        )
-        reasons[f"Resource::{cfn_ref(self._datasync_task, 'TaskArn')}/execution/*"] = (
-            "DataSync names task executions at start; access is limited to executions of this stack's task."
-        )
-        reasons[f"Resource::{cfn_ref(self._plan_function)}:*"] = (
-            "Invoking any version of the Plan function (CDK's LambdaInvoke grant)."
-        )
-        acknowledge_wildcards(role, reasons)
-
 
 def _reads(path: str, value: str) -> sfn.Condition:
     """``path`` is present and equals ``value`` (comparing an absent path raises States.Runtime)."""
@@ -443,8 +351,3 @@ def _reads(path: str, value: str) -> sfn.Condition:
 def _retry_sdk_errors(state: tasks.CallAwsService) -> None:
     """Throttling, timeouts and service errors of an AWS API call: five tries, backing off from 5 s."""
     state.add_retry(errors=AWS_SDK_ERRORS_TO_RETRY, interval=cdk.Duration.seconds(5), max_attempts=5, backoff_rate=2)
-
-
-def _retry_publish(state: tasks.SnsPublish) -> None:
-    """A failed publish (throttled, SNS or KMS unavailable) is tried again: a duplicate e-mail beats a lost one."""
-    state.add_retry(errors=["States.TaskFailed"], interval=cdk.Duration.seconds(2), max_attempts=3, backoff_rate=2)

@@ -15,7 +15,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infra.workflow.object_store import FolderStore, split_uri
+from infra.plan_step.object_store import split_uri
+from local.folder_store import FolderStore
 
 CONTAINER_ROOT = "/opt/ml"
 STOP_GRACE_SECONDS = 120.0  # SageMaker sends SIGTERM to a stopped job's containers and kills them this much later

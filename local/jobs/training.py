@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from infra.workflow.object_store import FolderStore
+from local.folder_store import FolderStore
 from local.jobs import network
 from local.jobs.common import (
     Host,

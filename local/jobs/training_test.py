@@ -4,9 +4,9 @@ import json
 import subprocess
 import sys
 
-from infra.workflow.metrics import METRIC_DEFINITIONS
-from infra.workflow.object_store import FolderStore
-from infra.workflow.requests import encode_hyperparameters
+from infra.plan_step.metric_definitions import METRIC_DEFINITIONS
+from infra.plan_step.requests import encode_hyperparameters
+from local.folder_store import FolderStore
 from local.jobs.training import final_metrics, host_hyperparameters, write_host_config
 
 REQUEST = {

@@ -4,7 +4,7 @@ The GPT-3 paper (Brown et al. 2020, Table 2.1) names its models by parameter cou
 computes the exact count of our architecture for a shape so tests can compare it with the paper's
 rounded figure and with a built model. It is the one home of the per-block formula.
 
-Standard library only: infra loads this file (``infra/training_code.py``) for the planner and the
+Standard library only: infra loads this file (``infra/training_code.py``) for the estimate and the
 workflow's Plan step, which run where TensorFlow is not installed.
 
 Example:

@@ -13,7 +13,7 @@ gpt3-1.3b (d = 2048, a block = 12d² + 13d = 50.4 M) with a 50,257-token vocabul
 embeddings = (50,257 + 2,048) x 2048 = 107.1 M, 2.1 blocks' worth. K = 4 -> blocks 4 | 7 | 7 | 6:
 stage 0 = 107.1 + 4 x 50.4 = 308.6 M, stages 1 and 2 = 352.6 M, stage 3 = 302.2 M (one device would hold 1,316 M).
 
-Standard library only: the planner (``infra/planner/stages.py``) runs the same arithmetic, and a test checks that
+Standard library only: the estimate (``infra/estimate/stages.py``) runs the same arithmetic, and a test checks that
 both agree. The per-block formula is ``gpt/presets.py``'s.
 """
 

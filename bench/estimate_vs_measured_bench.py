@@ -1,0 +1,192 @@
+"""The estimate against reality: peak memory and step time of real training steps on this CPU.
+
+Each case trains the project's GPT (``training/gpt``) with the project's trainer (``training/trainer.py``:
+AdamW, gradient accumulation, clipping) for a few steps in a fresh process, and measures:
+
+- peak memory: the growth of the process's peak resident set (``VmHWM`` in /proc/self/status) over its
+  resident set after TensorFlow was imported and had run a warm-up step of an unrelated model, so the
+  TensorFlow runtime itself is not counted. The estimate's figure compared with it is its model of
+  tensors plus the 5% allocator allowance; its fixed 1 GiB (the CUDA context and GPU workspaces)
+  does not exist on a CPU.
+- Operations run one at a time (inter-op parallelism 1), as a GPU stream runs them. With TensorFlow's
+  default the trainer's accumulation loop starts the next micro-batch before the last one's backward pass
+  ends, so two micro-batches are in flight; one extra case measures that and is reported, not checked.
+- step time: CPU seconds (the machine is shared; CPU time is what contention disturbs least), median of
+  the steps after the first two (tracing). The estimate's step time needs the device's peak FLOP/s and a
+  utilisation; the peak is measured in the same process as the best CPU-second rate of a 2048 x 2048
+  float32 matmul, and the utilisation at which the estimate matches each case is reported. The check is
+  that one utilisation fits every case (the FLOP count scales right), not its value.
+
+    .venv/bin/python bench/estimate_vs_measured_bench.py
+
+Exits 1 when a memory estimate is off by more than 20%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "training")]
+
+from infra.estimate import compute  # noqa: E402  (after the path set-up)
+from infra.estimate.memory import FRAGMENTATION, device_memory  # noqa: E402
+from infra.presets import model_presets  # noqa: E402
+
+MEMORY_TOLERANCE = 0.20
+STEPS = 6
+CASES = [  # preset, vocabulary, sequence, micro-batch, micro-batches per step, precision, recompute, serial ops
+    ("tiny", 50_257, 256, 8, 1, "fp32", False, True),
+    ("tiny", 50_257, 256, 8, 2, "fp32", False, True),
+    ("tiny", 50_257, 256, 8, 2, "fp32", False, False),
+    ("small", 8_192, 512, 8, 1, "fp32", False, True),
+    ("small", 8_192, 512, 8, 1, "fp32", True, True),
+    ("small", 8_192, 512, 8, 1, "bf16", False, True),
+    ("small", 50_257, 256, 8, 1, "fp32", False, True),
+]
+
+
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise KeyError(field)
+
+
+def child(case: list) -> dict:
+    """Runs in a fresh process: trains one case and returns what it measured."""
+    preset, vocab, seq, micro, accumulation, precision, recompute, serial = case
+    import tensorflow as tf
+    from engines import StrategyEngine
+    from gpt.model import GPT
+    from trainer import PRECISIONS, Trainer, make_optimizer
+
+    tf.config.threading.set_intra_op_parallelism_threads(os.cpu_count() or 1)
+    if serial:
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+    engine = StrategyEngine(tf.distribute.get_strategy(), "default")
+
+    def build(name, vocab_size, micro_batch, steps):
+        model = GPT.from_preset(
+            name, vocab_size=vocab_size, sequence_length=seq, dtype=PRECISIONS[precision], recompute=recompute
+        )
+        trainer = Trainer(
+            model,
+            make_optimizer(model, 1e-4),
+            engine,
+            accumulation_steps=steps,
+            micro_batch_size=micro_batch,
+            sequence_length=seq,
+            precision=precision,
+        )
+        batch = tf.random.uniform(trainer.batch_shape, maxval=vocab_size, dtype=tf.int32, seed=1)
+        return trainer, batch
+
+    warm, warm_batch = build("tiny", 257, 1, 1)  # the runtime's own memory goes into the baseline
+    warm.train_step(warm_batch)
+    del warm, warm_batch
+    baseline_kib = _status_kib("VmRSS")
+
+    a = tf.random.uniform([2048, 2048])
+    tf.matmul(a, a).numpy()
+    rates = []
+    for _ in range(5):
+        start = time.process_time()
+        tf.matmul(a, a).numpy()
+        rates.append(2 * 2048**3 / (time.process_time() - start))
+
+    trainer, batch = build(preset, vocab, micro, accumulation)
+    times = []
+    for _ in range(STEPS):
+        start = time.process_time()
+        trainer.train_step(batch)
+        times.append(time.process_time() - start)
+    return {
+        "peak_bytes": (_status_kib("VmHWM") - baseline_kib) * 1024,
+        "step_seconds": statistics.median(times[2:]),
+        "peak_flops": max(rates),
+    }
+
+
+def estimate(case: list) -> tuple[int, int, int]:
+    """The estimate's (memory bytes without the GPU constant, model FLOPs per token, executed FLOPs per token)."""
+    preset, vocab, seq, micro, accumulation, precision, recompute, _ = case
+    shape = model_presets()[preset]
+    memory = device_memory(
+        shape,
+        vocab_size=vocab,
+        sequence_length=seq,
+        micro_batch=micro,
+        precision=precision,
+        optimizer="adamw",
+        recompute=recompute,
+        model_parallel_degree=1,
+        accumulation_steps=accumulation,
+    )
+    n = shape.parameters(vocab, seq)
+    return (
+        round(memory.modeled * (1 + FRAGMENTATION)),
+        compute.model_flops_per_token(shape, n, seq),
+        compute.hardware_flops_per_token(shape, n, seq, recompute),
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(json.loads(args.child))))
+        return 0
+
+    print(f"{os.cpu_count()} CPUs; each case in a fresh process, {STEPS} steps, median of the last {STEPS - 2}")
+    rows = []
+    for case in CASES:
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", json.dumps(case)], capture_output=True, text=True, env=env, check=True
+        )
+        measured = json.loads(out.stdout.strip().splitlines()[-1])
+        planned, _, executed = estimate(case)
+        tokens = case[2] * case[3] * case[4]  # sequence x micro-batch x micro-batches
+        # The utilisation at which the estimate's step time equals the measured one, on the measured peak.
+        mfu = tokens * executed / (measured["peak_flops"] * measured["step_seconds"])
+        rows.append((case, planned, measured, tokens * executed, mfu))
+        print(f"  measured {case}: {measured}", file=sys.stderr)
+
+    mean_mfu = statistics.mean(row[-1] for row in rows if row[0][-1])
+    header = (
+        f"{'case':<42}{'estimate MiB':>12}{'measured MiB':>13}{'ratio':>7}"
+        f"{'CPU s':>9}{'estimate s':>11}{'ratio':>7}{'fitted MFU':>12}"
+    )
+    print(header + "\n" + "-" * len(header))
+    worst = 0.0
+    for case, planned, measured, flops, mfu in rows:
+        preset, vocab, seq, micro, accumulation, precision, recompute, serial = case
+        name = f"{preset} V={vocab} s={seq} b={micro}x{accumulation} {precision}{' recompute' if recompute else ''}"
+        name += "" if serial else " (TF default ops)"
+        ratio = measured["peak_bytes"] / planned
+        worst = max(worst, abs(ratio - 1) if serial else 0)
+        step = compute.compute_seconds(flops, 1, 1, measured["peak_flops"], mean_mfu)  # the estimate's formula
+        print(
+            f"{name:<42}{planned / 2**20:>12,.0f}{measured['peak_bytes'] / 2**20:>13,.0f}{ratio:>7.2f}"
+            f"{measured['step_seconds']:>9.3f}{step:>11.3f}{measured['step_seconds'] / step:>7.2f}{mfu:>12.1%}"
+        )
+    peaks = [row[2]["peak_flops"] for row in rows]
+    print(
+        f"\nmatmul peak (best 2048^3 float32 matmul per process): {min(peaks) / 1e9:,.0f}-{max(peaks) / 1e9:,.0f} "
+        f"GFLOP per CPU-second; estimated step time at the mean fitted utilisation {mean_mfu:.1%}"
+    )
+    print(f"worst memory error {worst:.0%} of the serial cases (limit {MEMORY_TOLERANCE:.0%})")
+    return 0 if worst <= MEMORY_TOLERANCE else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,297 @@
+"""The stage configuration's sections: one frozen dataclass each, its defaults and documented fields.
+
+Also the tables the checks read (regions, log retentions, packs) and :class:`ConfigError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from infra.instances import INSTANCE_TYPES
+from infra.presets import ModelShape, shape_of
+
+PLACEHOLDER_ACCOUNT = "123456789012"  # used for synth without credentials; deploy sets the real one
+REGIONS = (
+    "us-east-1",
+    "us-east-2",
+    "us-west-2",
+    "eu-west-1",
+    "eu-west-2",
+    "eu-central-1",
+    "eu-north-1",
+    "ap-northeast-1",
+    "ap-northeast-2",
+    "ap-southeast-1",
+    "ap-southeast-2",
+    "ap-south-1",
+    "ca-central-1",
+)
+LOG_RETENTION_DAYS = (
+    1,
+    3,
+    5,
+    7,
+    14,
+    30,
+    60,
+    90,
+    120,
+    150,
+    180,
+    365,
+    400,
+    545,
+    731,
+    1096,
+    1827,
+    2192,
+    2557,
+    2922,
+    3288,
+    3653,
+)
+PROFILING_INTERVALS_MS = (100, 200, 500, 1000, 5000, 60000)  # what SageMaker Debugger accepts
+STATE_MACHINE_LOG_LEVELS = ("ALL", "ERROR")
+SAGEMAKER_MAX_RUN_HOURS = 28 * 24  # SageMaker's limit on MaxRuntimeInSeconds: 28 days
+MAX_VOCAB = 2**32  # token ids are stored as uint32 at most
+# cdk-nag's packs by class name without "Checks" (infra/nag.py runs them); AwsSolutions always runs.
+COMPLIANCE_PACKS = ("AwsSolutions", "NIST80053R5", "HIPAASecurity", "PCIDSS321")
+BUCKET_NAME = r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"
+ECR_IMAGE = r"\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/[a-z0-9][a-z0-9._/-]*(:[\w.-]+|@sha256:[0-9a-f]{64})"
+
+
+class ConfigError(ValueError):
+    """An invalid configuration value; the message names the field and the fix."""
+
+    def __init__(self, field: str, value: Any, expected: str):
+        super().__init__(f"{field}: {value!r} is not valid; expected {expected}")
+        self.field = field
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkConfig:
+    """The VPC the jobs run in.
+
+    Args:
+        max_azs: availability zones to spread subnets over (default 2).
+        nat_gateways: NAT gateways for egress from the private subnets (default 1; 0 needs ``isolated``).
+        isolated: no internet egress at all; AWS services are reached through VPC interface endpoints.
+    """
+
+    max_azs: int = 2
+    nat_gateways: int = 1
+    isolated: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class StorageConfig:
+    """EFS, S3 and logs.
+
+    Args:
+        efs_throughput_mode: ``elastic`` (default), ``bursting`` or ``provisioned``.
+        efs_provisioned_mibps: throughput for ``provisioned`` mode, in MiB/s.
+        retain_data: keep the file system, buckets and key on ``cdk destroy`` (default true).
+        log_retention_days: retention of the stack's CloudWatch log groups (a value CloudWatch accepts).
+    """
+
+    efs_throughput_mode: str = "elastic"
+    efs_provisioned_mibps: int = 0
+    retain_data: bool = True
+    log_retention_days: int = 365
+
+
+@dataclasses.dataclass(frozen=True)
+class PreprocessingConfig:
+    """Defaults of the preprocessing jobs (tokenizer training and sharding).
+
+    Args:
+        instance_type: processing instance type (default ml.c5.9xlarge, 36 vCPUs).
+        instance_count: instances that shard the corpus in parallel.
+        volume_size_gb: EBS volume per instance.
+        shard_size_mb: target size of one token shard (default 1024, about 1 GiB).
+        vocab_size: BPE vocabulary, end-of-text token included (default 50,257 as GPT-2/3).
+        validation_fraction: fraction of documents held out for validation.
+    """
+
+    instance_type: str = "ml.c5.9xlarge"
+    instance_count: int = 4
+    volume_size_gb: int = 200
+    shard_size_mb: int = 1024
+    vocab_size: int = 50_257
+    validation_fraction: float = 0.0005
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingConfig:
+    """Defaults of the training job.
+
+    Args:
+        model_preset: a name from ``training/gpt/presets.json`` (default gpt3-125m).
+        n_layer, d_model, n_head: override the preset's shape (all optional).
+        sequence_length: context length in tokens (default 2048).
+        global_batch_tokens: tokens per optimizer step over all devices (default 524,288 = 0.5 M, GPT-3 125M's).
+        micro_batch_size: sequences per device per forward pass; gradients accumulate to the global batch.
+        train_tokens: tokens to train on; the step count is train_tokens / global_batch_tokens.
+        precision: ``bf16`` (default), ``fp16`` (with loss scaling) or ``fp32``.
+        recompute: recompute each block's activations in the backward pass (default true: +1/3 compute, but
+            gpt3-125m at micro-batch 8 x 2048 tokens needs ~40 GiB per GPU without it; see ``make estimate``).
+        model_parallel_degree: pipeline stages per model replica; divides the GPUs per instance (default 1).
+        microbatches: with model_parallel_degree > 1, micro-batches per GPipe pass (M); a divisor of the step's
+            micro-batches per replica; 0 (default) = all of them in one pass. The bubble is (K - 1) / (M + K - 1).
+        instance_type, instance_count: the training cluster.
+        data_parallel_engine: ``multi_worker_mirrored`` (default, tf.distribute) or ``mpi`` (Horovod API; needs an
+            ``image_uri`` with Horovod: the stock TF 2.21 image has none).
+        image_uri: a custom training image (ECR URI) instead of the stock TensorFlow 2.21 one.
+        spot: managed spot training (checkpoints make interruptions harmless).
+        max_run_hours: the job's MaxRuntime; spot waits up to twice as long.
+        data_source: ``efs`` (default; the dataset is staged to EFS) or ``s3`` (FastFile mode).
+        volume_size_gb: EBS volume per instance.
+    """
+
+    model_preset: str = "gpt3-125m"
+    n_layer: int | None = None
+    d_model: int | None = None
+    n_head: int | None = None
+    sequence_length: int = 2048
+    global_batch_tokens: int = 524_288
+    micro_batch_size: int = 8
+    train_tokens: int = 10_000_000_000
+    precision: str = "bf16"
+    recompute: bool = True
+    model_parallel_degree: int = 1
+    microbatches: int = 0
+    instance_type: str = "ml.p4d.24xlarge"
+    instance_count: int = 1
+    data_parallel_engine: str = "multi_worker_mirrored"
+    image_uri: str | None = None
+    spot: bool = True
+    max_run_hours: int = 72
+    data_source: str = "efs"
+    volume_size_gb: int = 200
+
+    @property
+    def shape(self) -> ModelShape:
+        """The preset's shape with any explicit override applied."""
+        return shape_of(self.model_preset, self.n_layer, self.d_model, self.n_head)
+
+    @property
+    def data_parallel_replicas(self) -> int:
+        """One replica per K pipeline-stage GPUs (or per instance for CPU types): 8 GPUs x 2 instances / K=1 = 16."""
+        gpus = max(INSTANCE_TYPES[self.instance_type].gpus, 1) * self.instance_count
+        return gpus // self.model_parallel_degree
+
+
+@dataclasses.dataclass(frozen=True)
+class DeployConfig:
+    """The optional endpoint that serves the trained model.
+
+    Args:
+        enabled: deploy after training unless the execution input says otherwise (default false).
+        instance_type, instance_count: the endpoint's instances.
+    """
+
+    enabled: bool = False
+    instance_type: str = "ml.g5.xlarge"
+    instance_count: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class ObservabilityConfig:
+    """Debugger (optional), the training health rules and their alarms, TensorBoard, the execution log.
+
+    Args:
+        debugger: give training jobs SageMaker Debugger's profiling and profiler rules (default false:
+            Debugger is closed to accounts that did not use it before 2026-07-30; the health rules below
+            work in every account).
+        profiling_interval_ms: how often Debugger samples GPU, CPU, memory, network and I/O on every training
+            instance, when ``debugger`` is on (default 500; one of 100, 200, 500, 1000, 5000, 60000).
+        profile_start, profile_steps: the TensorFlow profiler traces steps ``profile_start`` ..
+            ``profile_start + profile_steps - 1`` into the job's TensorBoard logs (defaults 20 and 5; 0 steps: none).
+        gpu_underused_percent: health rule and alarm: GPUs busy less than this (% per GPU) for
+            ``alarm_minutes`` (default 60).
+        input_bound_percent: more than this share of step time waiting for input (default 20).
+        loss_min_drop_percent: the loss must fall at least this much (relative) over ``loss_window_steps``
+            steps (defaults 1 and 500).
+        stalled_minutes: a job with no new step for this long (default 30).
+        memory_percent: peak device memory, or host memory, above this share (default 90).
+        max_skipped_steps: steps skipped for a non-finite loss or gradient (fp16) beyond this (default 10).
+        alarm_minutes: how long a health condition lasts before its alarm fires (default 15).
+        state_machine_log_level: ``ALL`` (default: every state's start and end) or ``ERROR`` (failures only).
+        log_execution_data: include each state's input and output in the log (default true).
+        efs_throughput_alarm_percent: alarm when EFS throughput stays above this share of the permitted
+            throughput for 5 minutes (default 80).
+    """
+
+    debugger: bool = False
+    profiling_interval_ms: int = 500
+    profile_start: int = 20
+    profile_steps: int = 5
+    gpu_underused_percent: int = 60
+    input_bound_percent: int = 20
+    loss_min_drop_percent: float = 1.0
+    loss_window_steps: int = 500
+    stalled_minutes: int = 30
+    memory_percent: int = 90
+    max_skipped_steps: int = 10
+    alarm_minutes: int = 15
+    state_machine_log_level: str = "ALL"
+    log_execution_data: bool = True
+    efs_throughput_alarm_percent: int = 80
+
+    def health_rules(self) -> dict[str, float | int]:
+        """The thresholds train.py's health rules take (hyperparameter ``health_rules``)."""
+        names = (
+            "gpu_underused_percent", "input_bound_percent", "loss_min_drop_percent", "loss_window_steps",
+            "stalled_minutes", "memory_percent", "max_skipped_steps",
+        )  # fmt: skip
+        return {name: getattr(self, name) for name in names}
+
+
+@dataclasses.dataclass(frozen=True)
+class SecurityConfig:
+    """The compliance checks every synth must pass, and the Plan function's concurrency.
+
+    Args:
+        compliance_packs: the cdk-nag packs that run at synth, by class name without ``Checks``; an
+            unacknowledged finding of any fails synthesis. ``AwsSolutions`` always; any of ``NIST80053R5``,
+            ``HIPAASecurity``, ``PCIDSS321`` (default: all four).
+        plan_reserved_concurrency: concurrent executions reserved for the Plan function, and its cap
+            (default 5). 0 leaves it unreserved: for accounts at Lambda's quota of 10, where any
+            reservation fails deployment (AWS keeps 10 unreserved).
+    """
+
+    compliance_packs: tuple[str, ...] = COMPLIANCE_PACKS
+    plan_reserved_concurrency: int = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class StageConfig:
+    """Everything one deployment of the stack is configured with.
+
+    ``source_buckets``: buckets besides the stack's raw bucket that corpora and tokenizers may be read from;
+    the jobs' role (and the Plan function, for listing) may then read them.
+
+    Example:
+        >>> cfg = load_stage_config({"stage": "dev", "stages": {"dev": {"training": {"spot": False}}}})
+        >>> cfg.training.spot
+        False
+    """
+
+    name: str = "dev"
+    account: str = PLACEHOLDER_ACCOUNT
+    region: str = "us-east-1"
+    notification_email: str | None = None
+    source_buckets: tuple[str, ...] = ()
+    network: NetworkConfig = NetworkConfig()
+    storage: StorageConfig = StorageConfig()
+    preprocessing: PreprocessingConfig = PreprocessingConfig()
+    training: TrainingConfig = TrainingConfig()
+    deploy: DeployConfig = DeployConfig()
+    observability: ObservabilityConfig = ObservabilityConfig()
+    security: SecurityConfig = SecurityConfig()
+
+    @property
+    def stack_name(self) -> str:
+        """The CloudFormation stack of this stage (also how the CLI finds a deployed stage)."""
+        return f"GptPretraining-{self.name}"

@@ -1,0 +1,146 @@
+"""Estimates as readable text: one in detail, or every preset against every GPU instance type."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from infra.estimate.estimate import Estimate, EstimateInputs, estimate_inputs
+from infra.estimate.layouts import cheapest_fitting, suggestions
+from infra.estimate.memory import GIB
+from infra.instances import GPU_TRAINING_TYPES, PRICES_AS_OF, PRICES_REGION, SPOT_DISCOUNT
+from infra.presets import ModelShape, model_presets
+from infra.recipe import recipe_for
+
+
+def _si(value: float) -> str:
+    """1.3e9 -> '1.30 G', 4.2e12 -> '4.20 T'."""
+    for unit, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.2f} {unit}"
+    return f"{value:.2f} "
+
+
+def _tokens(count: float) -> str:
+    """300e9 -> '300 B tokens', 2.66e10 -> '26.6 B tokens', 1e6 -> '1 M tokens'."""
+    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if count >= scale:
+            return f"{count / scale:,.3g} {unit} tokens"
+    return f"{count:,.0f} tokens"
+
+
+def _duration(days: float) -> str:
+    return f"{days:,.1f} days" if days >= 1 else f"{days * 24:,.1f} hours"
+
+
+def _layout(inputs: EstimateInputs) -> str:
+    parts = [f"mb {inputs.micro_batch_size}"]
+    if inputs.recompute:
+        parts.append("recompute")
+    if inputs.model_parallel_degree > 1:
+        parts.append(f"pp {inputs.model_parallel_degree}")
+    return ", ".join(parts)
+
+
+def _pipeline(inputs: EstimateInputs) -> str:
+    """ ", GPipe passes of 4 micro-batches (bubble 43%)" for K = 4, M = 4: (K - 1) / (M + K - 1) = 3 / 7."""
+    k, m = inputs.model_parallel_degree, inputs.pipeline_microbatches
+    return f", GPipe passes of {m} micro-batches (bubble {(k - 1) / (m + k - 1):.0%})"
+
+
+def _recipe(inputs: EstimateInputs) -> str:
+    """The preset's recipe at this batch (GPT-3 Table 2.1 for gpt3-*) and how this run departs from it."""
+    r = recipe_for(inputs.preset, inputs.global_batch_tokens, inputs.train_tokens)
+    return (
+        f"Recipe    peak lr {r.peak_lr:.1e}, warm-up {r.warmup_steps:,} steps, cosine to 10% at step "
+        f"{r.decay_steps:,}; departs from {inputs.preset}'s recipe: {r.describe()}"
+    )
+
+
+def describe(p: Estimate) -> str:
+    """An estimate as a table of memory, compute, time and cost, with the changes that would make it fit."""
+    i, m, inst = p.inputs, p.memory, p.inputs.instance
+    s, d = i.shape, i.shape.d_model
+    six_n, attention = 6 * p.parameters, p.model_flops_per_token - 6 * p.parameters
+    mixed = i.precision != "fp32"
+    rows = [
+        ("weights" + (" (fp32 + 16-bit copy)" if mixed else " (fp32)"), m.weights),
+        ("gradients (fp32)", m.gradients),
+        (f"optimizer state ({i.optimizer})", m.optimizer),
+        (f"gradient accumulator ({i.accumulation_steps} micro-batches)", m.accumulation),
+        ("activations" + (" (recomputed)" if i.recompute else ""), m.activations),
+        ("logits and loss gradient", m.logits),
+        ("framework overhead (1 GiB + 5%)", m.overhead),
+    ]
+    verdict = "fits" if p.fits else "DOES NOT FIT"
+    lines = [
+        f"Model     {_model_name(s)}: {s.n_layer} layers x {d} wide, {s.n_head} heads = "
+        f"{p.parameters / 1e6:,.1f} M parameters (vocabulary {i.vocab_size:,}, {i.sequence_length:,}-token context)",
+        f"Cluster   {i.instance_count} x {i.instance_type} = {inst.devices * i.instance_count} x "
+        f"{inst.gpu_model or 'CPU host'} {inst.device_memory_gib} GiB, {i.precision}, {i.optimizer}, "
+        f"recompute {'on' if i.recompute else 'off'}",
+        f"Layout    data-parallel {i.data_parallel_degree} x pipeline {i.model_parallel_degree}, micro-batch "
+        f"{i.micro_batch_size} x {i.accumulation_steps} per step, global batch {i.global_batch_tokens:,} tokens"
+        + (_pipeline(i) if i.model_parallel_degree > 1 else ""),
+        *([_recipe(i)] if i.preset else []),
+        "",
+        f"{'Memory per device':<52}{'GiB':>8}",
+        *(f"  {name:<50}{size / GIB:>8.2f}" for name, size in rows),
+        f"  {'total':<50}{m.total / GIB:>8.2f}  of {inst.device_memory_gib}: {verdict}",
+        "",
+        "Compute",
+        f"  FLOPs per token        {_si(p.model_flops_per_token)} (6N {_si(six_n)} + attention {_si(attention)})"
+        + (f", {_si(p.hardware_flops_per_token)} executed with recomputation" if i.recompute else ""),
+        f"  step time              {p.step_seconds:,.3f} s (compute {p.compute_seconds:,.3f} s + all-reduce "
+        f"{p.allreduce_seconds:,.3f} s) at {i.mfu:.0%} MFU before recomputation; achieved {p.achieved_mfu:.1%}",
+        f"  tokens per day         {_tokens(p.tokens_per_day)}",
+        f"  time to {_tokens(i.train_tokens):<15}{_duration(p.train_days)}",
+        f"  cost                   ${p.cost_on_demand:,.0f} on demand at ${inst.price_per_hour:,.2f}/h per instance"
+        + (" (estimated price)" if inst.price_is_estimate else "")
+        + f"; ${p.cost_spot:,.0f} on spot (estimated {SPOT_DISCOUNT:.0%} discount); {PRICES_REGION} prices of "
+        f"{PRICES_AS_OF}",
+    ]
+    fixes = suggestions(p)
+    if fixes:
+        lines += ["", "Smallest changes that fit:", *(f"  {n}. {fix}" for n, fix in enumerate(fixes[:5], 1))]
+    return "\n".join(lines)
+
+
+def describe_all(template: EstimateInputs) -> str:
+    """Every preset on every GPU training type: as given, and the cheapest layout that fits."""
+    header = (
+        f"{'preset':<11}{'instance':<19}{'as given':>10}  {'cheapest layout that fits':<26}{'GiB/device':>12}"
+        f"{'days':>10}{'on demand':>13}{'spot':>11}"
+    )
+    lines = [
+        f"{template.instance_count} instance(s) each, {template.sequence_length:,}-token context, "
+        f"{template.precision}, micro-batch up to {template.micro_batch_size}, {_tokens(template.train_tokens)}, "
+        f"{template.mfu:.0%} MFU; prices {PRICES_REGION} {PRICES_AS_OF}, spot an estimate",
+        header,
+        "-" * len(header),
+    ]
+    for name, shape in model_presets().items():
+        for instance_type in GPU_TRAINING_TYPES:
+            inputs = dataclasses.replace(template, shape=shape, instance_type=instance_type, model_parallel_degree=1)
+            lines.append(_row(name, inputs))
+    return "\n".join(lines)
+
+
+def _row(name: str, inputs: EstimateInputs) -> str:
+    if inputs.precision == "bf16" and not inputs.instance.supports_bf16:
+        inputs = dataclasses.replace(inputs, precision="fp16")  # V100: fp16 with loss scaling instead
+    try:
+        given = "fits" if estimate_inputs(inputs).fits else "no"
+    except ValueError:
+        given = "invalid"
+    best = cheapest_fitting(inputs, inputs.instance_type)
+    start = f"{name:<11}{inputs.instance_type:<19}{given:>10}  "
+    if best is None:
+        return start + "nothing fits"
+    return start + (
+        f"{_layout(best.inputs):<26}{best.memory.total / GIB:>6.1f} / {best.inputs.instance.device_memory_gib:<3}"
+        f"{best.train_days:>10,.1f}{best.cost_on_demand:>13,.0f}{best.cost_spot:>11,.0f}"
+    )
+
+
+def _model_name(shape: ModelShape) -> str:
+    return next((name for name, s in model_presets().items() if s == shape), "custom shape")

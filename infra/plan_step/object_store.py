@@ -1,0 +1,47 @@
+"""The object-store operations the Plan step needs, and S3's (the local run's folder: ``local/folder_store.py``)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+def split_uri(uri: str) -> tuple[str, str]:
+    """``s3://bucket/some/key`` -> (``bucket``, ``some/key``)."""
+    if not uri.startswith("s3://"):
+        raise ValueError(f"{uri!r} is not an s3:// URI")
+    bucket, _, key = uri[5:].partition("/")
+    return bucket, key
+
+
+class ObjectStore(Protocol):
+    def list(self, prefix_uri: str) -> list[tuple[str, int]]:
+        """(URI, size in bytes) of every object under the prefix, sorted by URI."""
+
+    def put_text(self, uri: str, text: str) -> None: ...
+
+    def read_bytes(self, uri: str) -> bytes:
+        """The object's content."""
+
+
+class S3Store:
+    """The real thing, through boto3 (present in every Lambda Python runtime)."""
+
+    def __init__(self, client=None):
+        import boto3
+
+        self._s3 = client or boto3.client("s3")
+
+    def list(self, prefix_uri: str) -> list[tuple[str, int]]:
+        bucket, prefix = split_uri(prefix_uri)
+        objects = []
+        for page in self._s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            objects += [(f"s3://{bucket}/{o['Key']}", o["Size"]) for o in page.get("Contents", [])]
+        return sorted(objects)
+
+    def put_text(self, uri: str, text: str) -> None:
+        bucket, key = split_uri(uri)
+        self._s3.put_object(Bucket=bucket, Key=key, Body=text.encode())
+
+    def read_bytes(self, uri: str) -> bytes:
+        bucket, key = split_uri(uri)
+        return self._s3.get_object(Bucket=bucket, Key=key)["Body"].read()

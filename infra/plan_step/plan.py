@@ -1,0 +1,152 @@
+"""The Plan step: validate the execution input, decide what to run, and build every request.
+
+``plan_execution`` is pure apart from the object store it is given (S3 in AWS, a folder locally).
+Its result lands at ``$.plan`` of the execution; the states read their requests from there.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from infra.aws_limits import aws_limits
+from infra.config import ConfigError
+from infra.estimate.estimate import estimate_for_config
+from infra.plan_step import requests
+from infra.plan_step.execution_input import CORPUS_SUFFIXES, WorkflowInput, parse_input
+from infra.plan_step.names import resource_names
+from infra.plan_step.object_store import ObjectStore
+from infra.plan_step.settings import StackSettings
+from infra.plan_step.sources import check_reuse, check_sources
+from infra.presets import ModelShape
+from infra.recipe import recipe_for, recipe_summary
+from infra.training_code import training_module
+
+
+class InputError(Exception):
+    """A bad execution input; the state machine's Catch turns it into the failure notification."""
+
+
+def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings, store: ObjectStore) -> dict[str, Any]:
+    """Returns the plan the state machine follows; raises InputError with a message naming the bad field."""
+    try:
+        inp = parse_input(raw_input, settings.stage_config)
+    except ConfigError as error:
+        raise InputError(str(error)) from error
+    names = resource_names(settings.job_prefix, execution_name)
+    run_name = inp.run_name or execution_name
+
+    manifests = [uri for uri, _ in store.list(requests.dataset_uri(settings, inp) + "manifests/")]
+    dataset_ready = bool(manifests)
+    preprocess = inp.force_preprocess or not dataset_ready
+    tokenizer_ready = bool(inp.dataset.tokenizer_s3_uri) or bool(store.list(requests.tokenizer_dir_uri(settings, inp)))
+    train_tokenizer = preprocess and not tokenizer_ready
+    try:
+        check_sources(settings, inp, preprocess)
+        if not preprocess:
+            check_reuse(settings, inp, store, manifests)
+    except ConfigError as error:
+        raise InputError(str(error)) from error
+    corpus = _corpus_files(settings, inp, store) if preprocess else []
+    training_request = requests.training_job_request(settings, inp, names["training"], run_name)
+    _check_hyperparameters(inp, training_request["HyperParameters"])
+
+    sample_manifest = f"s3://{settings.datasets_bucket}/inputs/{names['tokenizer']}/tokenizer-sample.manifest"
+    if train_tokenizer:  # the one write, once every check has passed
+        store.put_text(sample_manifest, _sample_manifest(requests.corpus_uri(settings, inp), corpus, inp))
+    shape = inp.training.shape
+    return {
+        "names": names,
+        "run_name": run_name,
+        "preprocess": {"run": preprocess, "train_tokenizer": train_tokenizer, "dataset_ready": dataset_ready},
+        "stage_to_efs": inp.training.data_source == "efs",
+        "datasync_include": f"/{inp.dataset.name}/*",
+        "deploy": inp.deploy.enabled,
+        "dataset_uri": requests.dataset_uri(settings, inp),
+        "model_artifact_uri": requests.model_artifact_uri(settings, names["training"]),
+        "checkpoint_uri": f"s3://{settings.checkpoints_bucket}/{run_name}/",
+        "training_report_uri": requests.training_report_uri(settings, names["training"]),
+        "profiler_report_uri": requests.profiler_report_uri(settings, names["training"]),  # with Debugger on
+        "summary": _summary(inp, shape),
+        "requests": {
+            "tokenizer": requests.tokenizer_job_request(settings, inp, names["tokenizer"], sample_manifest),
+            "shards": requests.shards_job_request(settings, inp, names["shards"]),
+            "training": training_request,
+            "model": requests.model_request(settings, inp, names["model"], names["training"]),
+            "endpoint_config": requests.endpoint_config_request(
+                settings, inp, names["endpoint_config"], names["model"]
+            ),
+            "endpoint": requests.endpoint_request(settings, names["endpoint"], names["endpoint_config"]),
+        },
+    }
+
+
+def _check_hyperparameters(inp: WorkflowInput, encoded: dict[str, str]) -> None:
+    """Every hyperparameter the job would get, given or derived, as train.py and SageMaker would take it."""
+    limits, hparams = aws_limits(), training_module("hparams")
+    if len(encoded) > limits.hyperparameters:
+        raise InputError(
+            f"hyperparameters: {len(encoded)} in all with the workflow's own; SageMaker takes at most "
+            f"{limits.hyperparameters} (HyperParameters)"
+        )
+    for name, text in encoded.items():
+        field = (
+            f"hyperparameters.{name}" if name in inp.hyperparameters else f"training (derived hyperparameter {name})"
+        )
+        if len(name) > limits.hyperparameter_key_chars:
+            raise InputError(
+                f"{field}: the name is longer than SageMaker's {limits.hyperparameter_key_chars} characters"
+            )
+        if len(text) > limits.hyperparameter_value_chars:
+            raise InputError(
+                f"{field}: {len(text):,} characters encoded; SageMaker takes at most "
+                f"{limits.hyperparameter_value_chars:,} (HyperParameterValue)"
+            )
+        try:
+            hparams.check_hyperparameters({name: json.loads(text)})
+        except hparams.HyperparameterError as error:
+            raise InputError(f"{field}: {error.value!r} is not valid; expected {error.expected}") from error
+
+
+def _corpus_files(settings: StackSettings, inp: WorkflowInput, store: ObjectStore) -> list[tuple[str, int]]:
+    uri = requests.corpus_uri(settings, inp)
+    files = [(u, size) for u, size in store.list(uri) if u.endswith(CORPUS_SUFFIXES)]
+    if not files:
+        raise InputError(f"corpus.s3_uri: no {', '.join(CORPUS_SUFFIXES)} files under {uri}; upload the corpus first")
+    if inp.preprocessing.instance_count > len(files):
+        raise InputError(
+            f"preprocessing.instance_count: {inp.preprocessing.instance_count} is not valid; expected at most "
+            f"{len(files)}, the number of corpus files (each instance receives whole files)"
+        )
+    return files
+
+
+def _sample_manifest(prefix: str, files: list[tuple[str, int]], inp: WorkflowInput) -> str:
+    """A SageMaker manifest of files spread evenly over the corpus, for the tokenizer job to read."""
+    k = min(inp.corpus.tokenizer_sample_files, len(files))
+    picks = sorted({round(i * (len(files) - 1) / max(k - 1, 1)) for i in range(k)})
+    return json.dumps([{"prefix": prefix}, *(files[i][0][len(prefix) :] for i in picks)])
+
+
+def _summary(inp: WorkflowInput, shape: ModelShape) -> dict[str, Any]:
+    train = inp.training
+    params = shape.parameters(inp.preprocessing.vocab_size, train.sequence_length)
+    fit = estimate_for_config(train, inp.preprocessing.vocab_size)
+    return {
+        "fit": fit.as_dict(),
+        "model": f"{train.model_preset}: {shape.n_layer} layers x {shape.d_model} wide = {params / 1e6:,.1f} M params",
+        "parameters": params,
+        "steps": math.ceil(train.train_tokens / train.global_batch_tokens),
+        "recipe": recipe_summary(
+            recipe_for(train.model_preset, train.global_batch_tokens, train.train_tokens, inp.hyperparameters)
+        ),
+        "cluster": f"{train.instance_count} x {train.instance_type}",
+    }
+
+
+def handler(event: dict, context: Any) -> dict[str, Any]:
+    """Lambda entry point. ``event`` is ``{"input": <execution input>, "execution_name": <name>}``."""
+    from infra.plan_step.object_store import S3Store
+
+    return plan_execution(event.get("input"), event["execution_name"], StackSettings.from_env(), S3Store())

@@ -1,0 +1,157 @@
+"""The Plan step against a folder standing in for S3: what it decides, what it refuses, what it writes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import replace
+
+import pytest
+
+from infra.plan_step.plan import InputError, plan_execution
+from local.folder_store import FolderStore
+
+
+@pytest.fixture
+def store(tmp_path) -> FolderStore:
+    store = FolderStore(tmp_path)
+    for i in range(5):
+        store.put_text(f"s3://raw-bucket/pile/{i:02d}.jsonl.zst", "x" * (i + 1))
+    store.put_text("s3://raw-bucket/pile/README.md", "not a corpus file")
+    return store
+
+
+def test_fresh_dataset_runs_every_preprocessing_step(settings, store):
+    plan = plan_execution({"corpus": {"s3_uri": "s3://raw-bucket/pile/"}}, "exec-1", settings, store)
+    assert plan["preprocess"] == {"run": True, "train_tokenizer": True, "dataset_ready": False}
+    assert plan["stage_to_efs"] is True and plan["deploy"] is False
+    assert plan["names"]["training"].startswith("gpt-dev-exec-1-")
+    assert plan["requests"]["training"]["TrainingJobName"] == plan["names"]["training"]
+    assert plan["checkpoint_uri"] == "s3://checkpoints-bucket/exec-1/"
+    fit = plan["summary"]["fit"]  # the estimate for gpt3-125m on the dev stage's ml.g5.12xlarge
+    assert fit["fits"] is True and fit["capacity_gib"] == 24
+    assert 0 < fit["memory_gib"]["total"] < 24
+
+
+def test_tokenizer_sample_is_spread_over_the_corpus(settings, store):
+    plan = plan_execution(
+        {"corpus": {"s3_uri": "s3://raw-bucket/pile/", "tokenizer_sample_files": 3}}, "exec-1", settings, store
+    )
+    manifest_uri = plan["requests"]["tokenizer"]["ProcessingInputs"][1]["S3Input"]["S3Uri"]
+    manifest = json.loads(store.path(manifest_uri).read_text())
+    assert manifest == [{"prefix": "s3://raw-bucket/pile/"}, "00.jsonl.zst", "02.jsonl.zst", "04.jsonl.zst"]
+
+
+def write_dataset(store, *, sequence_length=2048, vocab_size=50_257, tokenizer="{}"):
+    """A dataset as the shards job leaves it: its tokenizer and a manifest per host."""
+    store.put_text("s3://datasets-bucket/tokenizers/pile/tokenizer.json", tokenizer)
+    manifest = {"sequence_length": sequence_length, "vocab_size": vocab_size}
+    manifest["tokenizer_sha256"] = hashlib.sha256(tokenizer.encode()).hexdigest()
+    store.put_text("s3://datasets-bucket/datasets/pile/manifests/algo-1.json", json.dumps(manifest))
+
+
+def test_existing_dataset_skips_preprocessing(settings, store):
+    write_dataset(store)
+    plan = plan_execution({}, "exec-2", settings, store)
+    assert plan["preprocess"]["run"] is False
+    forced = plan_execution(
+        {"force_preprocess": True, "corpus": {"s3_uri": "s3://raw-bucket/pile/"}}, "e3", settings, store
+    )
+    assert forced["preprocess"]["run"] is True
+
+
+@pytest.mark.parametrize(
+    ("raw", "differs"),
+    [
+        ({"training": {"sequence_length": 1024}}, "training.sequence_length 1024 (dataset: 2048)"),
+        ({"preprocessing": {"vocab_size": 32_000}}, "preprocessing.vocab_size 32000 (dataset: 50257)"),
+        ({"dataset": {"tokenizer_s3_uri": "s3://raw-bucket/tok.json"}}, "dataset.tokenizer_s3_uri"),
+    ],
+)
+def test_an_existing_dataset_made_otherwise_is_refused_unless_forced(settings, store, raw, differs):
+    write_dataset(store)
+    store.put_text("s3://raw-bucket/tok.json", '{"another": "tokenizer"}')
+    with pytest.raises(InputError, match=r"dataset\.name: 'pile' is not valid; expected a dataset made for") as error:
+        plan_execution(raw, "exec", settings, store)
+    assert differs in str(error.value) and "force_preprocess" in str(error.value)
+    forced = {**raw, "force_preprocess": True, "corpus": {"s3_uri": "s3://raw-bucket/pile/"}}
+    assert plan_execution(forced, "exec", settings, store)["preprocess"]["run"] is True
+
+
+def test_source_buckets_of_the_stage_may_hold_the_corpus(settings, store):
+    stage = {**settings.stage, "source_buckets": ["corpora"]}
+    store.put_text("s3://corpora/c4/00.jsonl", "x")
+    store.put_text("s3://corpora/c4/01.jsonl", "y")
+    plan = plan_execution({"corpus": {"s3_uri": "s3://corpora/c4/"}}, "e", replace(settings, stage=stage), store)
+    assert plan["requests"]["shards"]["ProcessingInputs"][1]["S3Input"]["S3Uri"] == "s3://corpora/c4/"
+
+
+def test_existing_or_given_tokenizer_is_reused(settings, store):
+    given = {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "dataset": {"tokenizer_s3_uri": "s3://raw-bucket/tok.json"}}
+    assert plan_execution(given, "e", settings, store)["preprocess"]["train_tokenizer"] is False
+    store.put_text("s3://datasets-bucket/tokenizers/pile/tokenizer.json", "{}")
+    plan = plan_execution({"corpus": {"s3_uri": "s3://raw-bucket/pile/"}}, "e", settings, store)
+    assert plan["preprocess"] == {"run": True, "train_tokenizer": False, "dataset_ready": False}
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ([], "input: [] is not valid; expected a JSON object"),
+        ({"training": {"instance_count": 0}}, "training.instance_count: 0 is not valid"),
+        ({"training": {"model_preset": "gpt5"}}, "training.model_preset: 'gpt5' is not valid"),
+        ({"traning": {}}, "did you mean 'training'"),
+        ({"corpus": {"s3_uri": "/local/path"}}, "corpus.s3_uri: '/local/path' is not valid; expected an s3://"),
+        ({"dataset": {"name": "../escape"}}, "dataset.name: '../escape' is not valid"),
+        ({"hyperparameters": {"max_steps": 10}}, "hyperparameters.max_steps: 10 is not valid; expected the training"),
+        ({"hyperparameters": {"microbatches": 4}}, "hyperparameters.microbatches: 4 is not valid"),
+        ({"hyperparameters": {"learning_rate": [1]}}, "hyperparameters.learning_rate: [1] is not valid"),
+        ({"hyperparameters": {"n_layer": 4}}, "hyperparameters.n_layer: 4 is not valid; expected the training"),
+        ({"hyperparameters": {"lerning_rate": 1e-3}}, "did you mean 'learning_rate'"),
+        ({"hyperparameters": {"warmup": 7}}, "hyperparameters.warmup: 7 is not valid; expected a train.py"),
+        ({"hyperparameters": {"learning": 0.5}}, "hyperparameters.learning: 0.5 is not valid"),
+        ({"hyperparameters": {"warmup_steps": "many"}}, "warmup_steps: 'many' is not valid; expected an integer >= 0"),
+        (
+            {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "hyperparameters": {"sample_prompt": "x" * 3000}},
+            "hyperparameters.sample_prompt: 3,002 characters encoded; SageMaker takes at most 2,500",
+        ),
+        ({}, "corpus.s3_uri: None is not valid; expected the prefix of the corpus to preprocess"),
+        ({"training": {"image_uri": "111122223333.dkr.ecr.us-east-1.amazonaws.com/x:1"}}, "the stage's (None)"),
+        ({"training": {"data_parallel_engine": "mpi"}}, "stock TensorFlow 2.21 image does not ship"),
+        ({"corpus": {"s3_uri": "s3://someone-elses/pile/"}}, "corpus.s3_uri: 's3://someone-elses/pile/' is not valid"),
+        (
+            {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "dataset": {"tokenizer_s3_uri": "s3://other/t.json"}},
+            "expected a URI in a bucket the stack may read: raw-bucket, datasets-bucket",
+        ),
+        ({"hyperparameters": {"sagemaker_program": "x.py"}}, "hyperparameters.sagemaker_program: 'x.py' is not valid"),
+        ({"corpus": {"s3_uri": "s3://raw-bucket/empty/"}}, "corpus.s3_uri: no .jsonl"),
+        ({"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "preprocessing": {"instance_count": 6}}, "expected at most 5"),
+    ],
+)
+def test_bad_input_names_the_field(settings, store, raw, message):
+    with pytest.raises(InputError, match=None) as error:
+        plan_execution(raw, "exec", settings, store)
+    assert message in str(error.value)
+
+
+def test_the_summary_states_the_recipe_and_its_departures(settings, store):
+    raw = {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "hyperparameters": {"warmup_steps": 7}}
+    recipe = plan_execution(raw, "exec", settings, store)["summary"]["recipe"]
+    # dev: gpt3-125m at Table 2.1's 0.5 M tokens a step for 1 B tokens = 1,908 steps, shorter than 260 B tokens
+    assert (recipe["peak_lr"], recipe["warmup_steps"], recipe["decay_steps"]) == (6e-4, 7, 1_908)
+    assert [d.split(" (")[0] for d in recipe["departures"]] == ["warm-up 7 steps", "decay over the run's 1,908 steps"]
+
+
+def test_deploy_shorthand_and_extra_hyperparameters(settings, store):
+    raw = {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "deploy": True, "hyperparameters": {"learning_rate": 6e-4}}
+    plan = plan_execution(raw, "exec", settings, store)
+    assert plan["deploy"] is True
+    assert plan["requests"]["training"]["HyperParameters"]["learning_rate"] == "0.0006"
+
+
+def test_a_layout_that_does_not_fit_fails_with_the_estimate_and_its_suggestions(settings, store):
+    raw = {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "training": {"recompute": False, "micro_batch_size": 16}}
+    with pytest.raises(InputError, match=r"^training: 'gpt3-125m at micro-batch 16 x 2048 tokens needs") as error:
+        plan_execution(raw, "e", settings, store)
+    assert "expected a layout that fits, e.g. training.micro_batch_size = 4 (23.7 of 24 GiB" in str(error.value)
+    assert not store.list("s3://datasets-bucket/inputs/")  # refused before the one write

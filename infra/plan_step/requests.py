@@ -1,0 +1,402 @@
+"""Request builders: an execution's validated input in, the SageMaker API request dictionaries out.
+
+Plain functions, so tests call them directly and the Plan function calls the very same code. The
+state machine passes each request whole to the SageMaker integration; every builder returns the
+top-level fields of its ``*_FIELDS`` below (an optional one only where it applies).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from infra.config import SAGEMAKER_MAX_RUN_HOURS
+from infra.images import TENSORFLOW_VERSION, image_key
+from infra.instances import INSTANCE_TYPES
+from infra.plan_step import debugger
+from infra.plan_step.execution_input import WorkflowInput
+from infra.plan_step.metric_definitions import METRIC_DEFINITIONS
+from infra.plan_step.settings import StackSettings
+
+PROCESSING_FIELDS = (
+    "ProcessingJobName",
+    "RoleArn",
+    "AppSpecification",
+    "ProcessingInputs",
+    "ProcessingOutputConfig",
+    "ProcessingResources",
+    "StoppingCondition",
+    "NetworkConfig",
+    "Environment",
+    "Tags",
+)
+TRAINING_FIELDS = (
+    "TrainingJobName",
+    "RoleArn",
+    "AlgorithmSpecification",
+    "HyperParameters",
+    "InputDataConfig",
+    "OutputDataConfig",
+    "ResourceConfig",
+    "VpcConfig",
+    "StoppingCondition",
+    "EnableManagedSpotTraining",
+    "CheckpointConfig",
+    "RetryStrategy",
+    "EnableInterContainerTrafficEncryption",
+    "TensorBoardOutputConfig",
+    "Environment",
+    "Tags",
+    # Only with observability.debugger (debugger.py); the last two only for an image with smdebug.
+    "ProfilerConfig",
+    "ProfilerRuleConfigurations",
+    "DebugHookConfig",
+    "DebugRuleConfigurations",
+)
+
+
+MODEL_FIELDS = ("ModelName", "ExecutionRoleArn", "PrimaryContainer", "VpcConfig", "Tags")
+ENDPOINT_CONFIG_FIELDS = ("EndpointConfigName", "ProductionVariants", "KmsKeyId", "Tags")
+ENDPOINT_FIELDS = ("EndpointName", "EndpointConfigName", "Tags")
+
+PROCESSING_BASE = "/opt/ml/processing"
+CHECKPOINT_DIR = "/opt/ml/checkpoints"
+TENSORBOARD_DIR = "/opt/ml/output/tensorboard"  # TensorBoardOutputConfig's LocalPath (and its default)
+REPORT_FILE = "training-report.html"  # what train.py writes into TENSORBOARD_DIR (training/report.py)
+PREPROCESS_HOURS = 24
+# How long a job's Task state waits before it times out (ASL's default is 60 s): the longest the job may
+# take, so that SageMaker's own limits (MaxRuntime, MaxWait) end a job first, plus an hour.
+TASK_TIMEOUT_SECONDS = {
+    "tokenizer": PREPROCESS_HOURS * 3600 + 3600,
+    "shards": PREPROCESS_HOURS * 3600 + 3600,
+    "training": 2 * SAGEMAKER_MAX_RUN_HOURS * 3600 + 3600,  # spot: MaxWait up to twice the longest MaxRuntime
+}
+# The training package's entry points (at the root of sourcedir.tar.gz), by job kind.
+ENTRY_POINTS = {"train": "train.py", "preprocess": "preprocess.py"}
+# The processing container is the TensorFlow image; it gets the package the way script mode does:
+# unpack sourcedir.tar.gz, install its requirements, run the entry point with the job's arguments.
+PROCESSING_ENTRYPOINT = [
+    "/bin/bash",
+    "-c",
+    "set -euo pipefail; mkdir -p /opt/ml/code; tar -xzf /opt/ml/processing/input/code/* -C /opt/ml/code; "
+    "cd /opt/ml/code; python -m pip install --quiet -r requirements.txt; "
+    f'exec python {ENTRY_POINTS["preprocess"]} "$@"',
+    "preprocess",
+]
+
+
+def encode_hyperparameters(values: dict[str, Any]) -> dict[str, str]:
+    """SageMaker's encoding: every value JSON-encoded to a string (so strings carry their quotes)."""
+    return {name: json.dumps(value) for name, value in values.items()}
+
+
+def dataset_uri(settings: StackSettings, inp: WorkflowInput) -> str:
+    return f"s3://{settings.datasets_bucket}/datasets/{inp.dataset.name}/"
+
+
+def tokenizer_dir_uri(settings: StackSettings, inp: WorkflowInput) -> str:
+    if inp.dataset.tokenizer_s3_uri:
+        return inp.dataset.tokenizer_s3_uri
+    return f"s3://{settings.datasets_bucket}/tokenizers/{inp.dataset.name}/tokenizer.json"
+
+
+def corpus_uri(settings: StackSettings, inp: WorkflowInput) -> str:
+    return inp.corpus.s3_uri or f"s3://{settings.raw_bucket}/"
+
+
+def _image(settings: StackSettings, scope: str, instance_type: str) -> str:
+    return settings.images[image_key(scope, gpu=INSTANCE_TYPES[instance_type].is_gpu)]
+
+
+def _volume_key(settings: StackSettings, instance_type: str, field: str = "VolumeKmsKeyId") -> dict[str, str]:
+    """The data key for the instances' storage volumes, where SageMaker accepts one: types with local NVMe
+    storage refuse it (their instance storage is encrypted by the instance's hardware)."""
+    return {} if instance_type in settings.without_volume_kms else {field: settings.kms_key_arn}
+
+
+def _tags(settings: StackSettings) -> list[dict[str, str]]:
+    return [{"Key": "project", "Value": "gpt-pretraining"}, {"Key": "stage", "Value": settings.stage["name"]}]
+
+
+def _s3_input(name: str, uri: str, local: str, *, data_type: str = "S3Prefix", sharded: bool = False) -> dict:
+    return {
+        "InputName": name,
+        "S3Input": {
+            "S3Uri": uri,
+            "LocalPath": f"{PROCESSING_BASE}/input/{local}",
+            "S3DataType": data_type,
+            "S3InputMode": "File",
+            "S3DataDistributionType": "ShardedByS3Key" if sharded else "FullyReplicated",
+        },
+    }
+
+
+def _processing_job(
+    settings: StackSettings,
+    inp: WorkflowInput,
+    name: str,
+    arguments: list[str],
+    inputs: list[dict],
+    output_uri: str,
+    instance_count: int,
+) -> dict[str, Any]:
+    pre = inp.preprocessing
+    return {
+        "ProcessingJobName": name,
+        "RoleArn": settings.role_arn,
+        "AppSpecification": {
+            "ImageUri": _image(settings, "training", pre.instance_type),
+            "ContainerEntrypoint": PROCESSING_ENTRYPOINT,
+            "ContainerArguments": arguments,
+        },
+        "ProcessingInputs": [_s3_input("code", settings.source_dir_uri, "code", data_type="S3Prefix"), *inputs],
+        "ProcessingOutputConfig": {
+            "Outputs": [
+                {
+                    "OutputName": "dataset",
+                    "S3Output": {
+                        "S3Uri": output_uri,
+                        "LocalPath": f"{PROCESSING_BASE}/output/dataset",
+                        "S3UploadMode": "EndOfJob",
+                    },
+                }
+            ],
+            "KmsKeyId": settings.kms_key_arn,
+        },
+        "ProcessingResources": {
+            "ClusterConfig": {
+                "InstanceCount": instance_count,
+                "InstanceType": pre.instance_type,
+                "VolumeSizeInGB": pre.volume_size_gb,
+                **_volume_key(settings, pre.instance_type),
+            }
+        },
+        "StoppingCondition": {"MaxRuntimeInSeconds": PREPROCESS_HOURS * 3600},
+        "NetworkConfig": {
+            "EnableInterContainerTrafficEncryption": True,
+            "VpcConfig": {"SecurityGroupIds": settings.security_group_ids, "Subnets": settings.subnet_ids},
+        },
+        "Environment": {"PYTHONUNBUFFERED": "1"},
+        "Tags": _tags(settings),
+    }
+
+
+def tokenizer_job_request(settings: StackSettings, inp: WorkflowInput, name: str, sample_manifest_uri: str) -> dict:
+    """One instance trains the BPE tokenizer on a sample of the corpus (the files listed in the manifest)."""
+    pre = inp.preprocessing
+    arguments = [
+        "tokenizer",
+        "--input_dir",
+        f"{PROCESSING_BASE}/input/raw",
+        "--output_dir",
+        f"{PROCESSING_BASE}/output/dataset",
+        "--vocab_size",
+        str(pre.vocab_size),
+        "--sample_bytes",
+        inp.corpus.tokenizer_sample_bytes,
+        "--pile_set_names",
+        inp.corpus.pile_set_names,
+    ]
+    raw = _s3_input("raw", sample_manifest_uri, "raw", data_type="ManifestFile")
+    output = tokenizer_dir_uri(settings, inp).rsplit("/", 1)[0] + "/"
+    return _processing_job(settings, inp, name, arguments, [raw], output, instance_count=1)
+
+
+def shards_job_request(settings: StackSettings, inp: WorkflowInput, name: str) -> dict:
+    """N instances tokenize their share of the corpus files (ShardedByS3Key) into packed token shards."""
+    pre = inp.preprocessing
+    arguments = [
+        "shards",
+        "--input_dir",
+        f"{PROCESSING_BASE}/input/raw",
+        "--tokenizer_dir",
+        f"{PROCESSING_BASE}/input/tokenizer",
+        "--output_dir",
+        f"{PROCESSING_BASE}/output/dataset",
+        "--sequence_length",
+        str(inp.training.sequence_length),
+        "--shard_size_mb",
+        str(pre.shard_size_mb),
+        "--validation_fraction",
+        str(pre.validation_fraction),
+        "--pile_set_names",
+        inp.corpus.pile_set_names,
+    ]
+    inputs = [
+        _s3_input("raw", corpus_uri(settings, inp), "raw", sharded=True),
+        _s3_input("tokenizer", tokenizer_dir_uri(settings, inp), "tokenizer"),
+    ]
+    return _processing_job(
+        settings, inp, name, arguments, inputs, dataset_uri(settings, inp), instance_count=pre.instance_count
+    )
+
+
+def training_hyperparameters(settings: StackSettings, inp: WorkflowInput) -> dict[str, str]:
+    """train.py's hyperparameters and the toolkit's own, JSON-encoded as the SageMaker SDK does."""
+    train = inp.training
+    instance = INSTANCE_TYPES[train.instance_type]
+    observability = settings.stage_config.observability
+    values: dict[str, Any] = {
+        **inp.hyperparameters,
+        "model_preset": train.model_preset,
+        "sequence_length": train.sequence_length,
+        "global_batch_tokens": train.global_batch_tokens,
+        "micro_batch_size": train.micro_batch_size,
+        "max_steps": math.ceil(train.train_tokens / train.global_batch_tokens),
+        "precision": train.precision,
+        "recompute": train.recompute,
+        "model_parallel_degree": train.model_parallel_degree,
+        "microbatches": train.microbatches,
+        "checkpoint_dir": CHECKPOINT_DIR,
+        "tensorboard_dir": TENSORBOARD_DIR,
+        "profile_start": observability.profile_start,
+        "profile_steps": observability.profile_steps,
+        "health_rules": json.dumps(observability.health_rules(), separators=(",", ":")),
+        "sagemaker_program": ENTRY_POINTS["train"],
+        "sagemaker_submit_directory": settings.source_dir_uri,
+        "sagemaker_region": settings.region,
+        "sagemaker_container_log_level": 20,
+        "model_dir": "/opt/ml/model",
+    }
+    for field in ("n_layer", "d_model", "n_head"):
+        if getattr(train, field) is not None:
+            values[field] = getattr(train, field)
+    if train.data_parallel_engine == "mpi":  # Horovod API: one process per GPU, started by mpirun
+        values.update(
+            engine="horovod",
+            sagemaker_mpi_enabled=True,
+            sagemaker_mpi_num_of_processes_per_host=max(instance.gpus, 1),
+            sagemaker_mpi_custom_mpi_options="-x NCCL_DEBUG=WARN",
+        )
+    else:  # tf.distribute.MultiWorkerMirroredStrategy: the toolkit writes TF_CONFIG on every host
+        values.update(engine="multi_worker", sagemaker_multi_worker_mirrored_strategy_enabled=True)
+    return encode_hyperparameters(values)
+
+
+def _training_channels(settings: StackSettings, inp: WorkflowInput) -> list[dict]:
+    """The dataset folder (manifest, tokenizer, train/ and validation/ shards) as the ``train`` channel."""
+    if inp.training.data_source == "efs":
+        source = {
+            "FileSystemDataSource": {
+                "FileSystemId": settings.file_system_id,
+                "FileSystemType": "EFS",
+                "DirectoryPath": f"{settings.efs_datasets_path}/{inp.dataset.name}",
+                "FileSystemAccessMode": "ro",
+            }
+        }
+        return [{"ChannelName": "train", "DataSource": source, "InputMode": "File"}]
+    source = {
+        "S3DataSource": {
+            "S3DataType": "S3Prefix",
+            "S3Uri": dataset_uri(settings, inp),
+            "S3DataDistributionType": "FullyReplicated",
+        }
+    }
+    return [{"ChannelName": "train", "DataSource": source, "InputMode": "FastFile"}]
+
+
+def training_output_uri(settings: StackSettings) -> str:
+    """Training ``S3OutputPath``: a job writes ``<job>/output/``, ``<job>/profiler-output/``, ``<job>/rule-output/``."""
+    return f"s3://{settings.models_bucket}/training/"
+
+
+def tensorboard_uri(settings: StackSettings, training_job_name: str) -> str:
+    """Where TensorBoardOutputConfig uploads the job's TensorBoard folder: next to its model."""
+    return f"{training_output_uri(settings)}{training_job_name}/tensorboard/"
+
+
+def training_job_request(settings: StackSettings, inp: WorkflowInput, name: str, run_name: str) -> dict:
+    """The distributed training job: script mode on the TF 2.21 image, data on EFS (or S3), spot, checkpoints,
+    TensorBoard output; Debugger's system profiling and profiler rules with ``observability.debugger``."""
+    train = inp.training
+    max_run = train.max_run_hours * 3600
+    output_uri = training_output_uri(settings)
+    observability = settings.stage_config.observability
+    return {
+        "TrainingJobName": name,
+        "RoleArn": settings.role_arn,
+        "AlgorithmSpecification": {
+            "TrainingImage": train.image_uri or _image(settings, "training", train.instance_type),
+            "TrainingInputMode": "File",
+            "MetricDefinitions": METRIC_DEFINITIONS,
+            "EnableSageMakerMetricsTimeSeries": True,
+        },
+        "HyperParameters": training_hyperparameters(settings, inp),
+        "InputDataConfig": _training_channels(settings, inp),
+        "OutputDataConfig": {"S3OutputPath": output_uri, "KmsKeyId": settings.kms_key_arn},
+        "ResourceConfig": {
+            "InstanceType": train.instance_type,
+            "InstanceCount": train.instance_count,
+            "VolumeSizeInGB": train.volume_size_gb,
+            **_volume_key(settings, train.instance_type),
+        },
+        "VpcConfig": {"SecurityGroupIds": settings.security_group_ids, "Subnets": settings.subnet_ids},
+        # Spot waits up to as long again for capacity; SageMaker requires MaxWait >= MaxRuntime.
+        "StoppingCondition": {
+            "MaxRuntimeInSeconds": max_run,
+            **({"MaxWaitTimeInSeconds": 2 * max_run} if train.spot else {}),
+        },
+        "EnableManagedSpotTraining": train.spot,
+        "CheckpointConfig": {"S3Uri": f"s3://{settings.checkpoints_bucket}/{run_name}/", "LocalPath": CHECKPOINT_DIR},
+        "RetryStrategy": {"MaximumRetryAttempts": 2},
+        "EnableInterContainerTrafficEncryption": True,
+        **debugger.debugger_fields(
+            observability.debugger,
+            TENSORFLOW_VERSION,
+            output_uri,
+            observability.profiling_interval_ms,
+            settings.rule_evaluator_image,
+            settings.profiler_rule_parameters,
+        ),
+        "TensorBoardOutputConfig": {"S3OutputPath": tensorboard_uri(settings, name), "LocalPath": TENSORBOARD_DIR},
+        "Environment": {"PYTHONUNBUFFERED": "1"},
+        "Tags": _tags(settings),
+    }
+
+
+def model_artifact_uri(settings: StackSettings, training_job_name: str) -> str:
+    """Where SageMaker puts the trained model: ``<S3OutputPath><job>/output/model.tar.gz``."""
+    return f"{training_output_uri(settings)}{training_job_name}/output/model.tar.gz"
+
+
+def profiler_report_uri(settings: StackSettings, training_job_name: str) -> str:
+    """Where Debugger's ProfilerReport rule writes its HTML report for a training job."""
+    return debugger.profiler_report_uri(training_output_uri(settings), training_job_name)
+
+
+def training_report_uri(settings: StackSettings, training_job_name: str) -> str:
+    """The project's own report (health verdicts and plots), uploaded with the job's TensorBoard folder."""
+    return tensorboard_uri(settings, training_job_name) + REPORT_FILE
+
+
+def model_request(settings: StackSettings, inp: WorkflowInput, name: str, training_job_name: str) -> dict:
+    return {
+        "ModelName": name,
+        "ExecutionRoleArn": settings.role_arn,
+        "PrimaryContainer": {
+            "Image": _image(settings, "inference", inp.deploy.instance_type),
+            "ModelDataUrl": model_artifact_uri(settings, training_job_name),
+        },
+        "VpcConfig": {"SecurityGroupIds": settings.security_group_ids, "Subnets": settings.subnet_ids},
+        "Tags": _tags(settings),
+    }
+
+
+def endpoint_config_request(settings: StackSettings, inp: WorkflowInput, name: str, model_name: str) -> dict:
+    variant = {
+        "VariantName": "AllTraffic",
+        "ModelName": model_name,
+        "InstanceType": inp.deploy.instance_type,
+        "InitialInstanceCount": inp.deploy.instance_count,
+    }
+    return {
+        "EndpointConfigName": name,
+        "ProductionVariants": [variant],
+        **_volume_key(settings, inp.deploy.instance_type, "KmsKeyId"),
+        "Tags": _tags(settings),
+    }
+
+
+def endpoint_request(settings: StackSettings, name: str, config_name: str) -> dict:
+    return {"EndpointName": name, "EndpointConfigName": config_name, "Tags": _tags(settings)}

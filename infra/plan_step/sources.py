@@ -1,0 +1,73 @@
+"""What the Plan step checks about the execution's data before any job: where it reads, and what it reuses.
+
+- Sources: the corpus and a given tokenizer must be in a bucket the jobs' role may read: the stack's raw
+  bucket or one of the stage's ``source_buckets`` (a given tokenizer may also be in the datasets bucket).
+  Preprocessing needs ``corpus.s3_uri``: without it nothing is guessed (the raw bucket may hold several
+  corpora), the execution fails naming the field.
+- Reuse: an existing dataset (its ``manifests/``) is reused only if it was made for this request: the same
+  sequence length, the same vocabulary and the same tokenizer (SHA-256 of ``tokenizer.json``); otherwise
+  the execution fails naming each field that differs, unless ``force_preprocess`` makes it anew.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from infra.config import ConfigError
+from infra.plan_step import requests
+from infra.plan_step.execution_input import WorkflowInput
+from infra.plan_step.object_store import ObjectStore, split_uri
+from infra.plan_step.settings import StackSettings
+
+
+def check_sources(settings: StackSettings, inp: WorkflowInput, preprocess: bool) -> None:
+    """Raises ConfigError for a missing corpus (when preprocessing) or a source outside the readable buckets."""
+    readable = [settings.raw_bucket, *settings.stage_config.source_buckets]
+    if preprocess and inp.corpus.s3_uri is None:
+        raise ConfigError(
+            "corpus.s3_uri",
+            None,
+            f"the prefix of the corpus to preprocess, e.g. s3://{settings.raw_bucket}/pile/ (dataset "
+            f"{inp.dataset.name!r} does not exist yet, or force_preprocess is set)",
+        )
+    for field, uri, buckets in (
+        ("corpus.s3_uri", inp.corpus.s3_uri, readable),
+        ("dataset.tokenizer_s3_uri", inp.dataset.tokenizer_s3_uri, [*readable, settings.datasets_bucket]),
+    ):
+        if uri is not None and split_uri(uri)[0] not in buckets:
+            raise ConfigError(
+                field,
+                uri,
+                f"a URI in a bucket the stack may read: {', '.join(buckets)} (list others in the stage's "
+                "source_buckets and deploy)",
+            )
+
+
+def check_reuse(settings: StackSettings, inp: WorkflowInput, store: ObjectStore, manifests: list[str]) -> None:
+    """Raises ConfigError naming each field where the existing dataset differs from the request."""
+    made = json.loads(store.read_bytes(manifests[0]))
+    wanted = {"training.sequence_length": inp.training.sequence_length}
+    found = {"training.sequence_length": made["sequence_length"]}
+    if inp.dataset.tokenizer_s3_uri is None:  # a given tokenizer brings its own vocabulary
+        wanted["preprocessing.vocab_size"], found["preprocessing.vocab_size"] = (
+            inp.preprocessing.vocab_size,
+            made["vocab_size"],
+        )
+    tokenizer = _tokenizer_file(requests.tokenizer_dir_uri(settings, inp))
+    if store.list(tokenizer):
+        wanted["dataset.tokenizer_s3_uri"] = hashlib.sha256(store.read_bytes(tokenizer)).hexdigest()
+        found["dataset.tokenizer_s3_uri"] = made["tokenizer_sha256"]
+    differ = [f"{field} {wanted[field]} (dataset: {found[field]})" for field in wanted if wanted[field] != found[field]]
+    if differ:
+        raise ConfigError(
+            "dataset.name",
+            inp.dataset.name,
+            f"a dataset made for this request; {requests.dataset_uri(settings, inp)} differs in "
+            f"{'; '.join(differ)}: use another dataset.name, or force_preprocess to make it anew",
+        )
+
+
+def _tokenizer_file(uri: str) -> str:
+    """A tokenizer URI as the shards job reads it: the file, or ``tokenizer.json`` under a prefix."""
+    return uri if uri.endswith(".json") else uri.rstrip("/") + "/tokenizer.json"

@@ -1,0 +1,90 @@
+"""The EFS file system that training reads the token shards from."""
+
+from __future__ import annotations
+
+from aws_cdk import RemovalPolicy, Size
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_efs as efs
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+from infra.config import StorageConfig
+from infra.nag import acknowledge_compliance
+from infra.storage.backup import FileSystemBackup
+
+DATASETS_PATH = "/datasets"
+THROUGHPUT_MODES = {
+    "elastic": efs.ThroughputMode.ELASTIC,
+    "bursting": efs.ThroughputMode.BURSTING,
+    "provisioned": efs.ThroughputMode.PROVISIONED,
+}
+
+
+class DatasetFileSystem(Construct):
+    """Encrypted EFS with mount targets in the jobs' subnets, reachable over NFS only from the jobs.
+
+    Args:
+        vpc, subnets: where the mount targets go (the jobs' private subnets).
+        clients: the security group whose members may mount (NFS, TCP 2049).
+        key: the KMS key for encryption at rest.
+        config: throughput mode and removal policy; a stage that retains data backs the file system up with
+            an AWS Backup plan of its own (``FileSystemBackup``), one that does not with EFS automatic backups.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        vpc: ec2.IVpc,
+        subnets: ec2.SubnetSelection,
+        clients: ec2.ISecurityGroup,
+        key: kms.IKey,
+        config: StorageConfig,
+    ) -> None:
+        super().__init__(scope, id)
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "SecurityGroup",
+            vpc=vpc,
+            description="EFS mount targets: NFS from the jobs only",
+            allow_all_outbound=False,
+        )
+        self.security_group.add_ingress_rule(clients, ec2.Port.tcp(2049), "NFS from SageMaker jobs")
+        provisioned = config.efs_throughput_mode == "provisioned"
+        self.file_system = efs.FileSystem(
+            self,
+            "FileSystem",
+            vpc=vpc,
+            vpc_subnets=subnets,
+            security_group=self.security_group,
+            encrypted=True,
+            kms_key=key,
+            performance_mode=efs.PerformanceMode.GENERAL_PURPOSE,
+            throughput_mode=THROUGHPUT_MODES[config.efs_throughput_mode],
+            provisioned_throughput_per_second=Size.mebibytes(config.efs_provisioned_mibps) if provisioned else None,
+            enable_automatic_backups=not config.retain_data,
+            # SageMaker mounts EFS channels over plain NFS without IAM authentication; a file system policy
+            # that requires IAM would make every training job fail to mount. Access is enforced by the
+            # security group above, and the channel is mounted read-only.
+            allow_anonymous_access=True,
+            removal_policy=RemovalPolicy.RETAIN if config.retain_data else RemovalPolicy.DESTROY,
+        )
+        if config.retain_data:
+            self.backup = FileSystemBackup(self, "Backup", file_system=self.file_system, key=key)
+        else:
+            acknowledge_compliance(
+                self.file_system,
+                {
+                    "EFSInBackupPlan": "This stage does not retain data (storage.retain_data false): the file system "
+                    "holds only a copy of a dataset that DataSync stages from the datasets bucket again on demand. "
+                    "EFS automatic backups are on (AWS Backup's default plan, which cdk-nag cannot see).",
+                },
+                packs=("NIST80053R5", "HIPAASecurity"),
+            )
+        # DataSync writes the dataset through this access point; training reads the same directory.
+        self.datasets_access_point = self.file_system.add_access_point(
+            "Datasets",
+            path=DATASETS_PATH,
+            create_acl=efs.Acl(owner_uid="0", owner_gid="0", permissions="755"),
+        )

@@ -1,0 +1,66 @@
+"""The workflow's last states: the success and failure e-mails, sent through the stack's topic."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import aws_stepfunctions_tasks as tasks
+from constructs import Construct
+
+
+def notify_success(
+    scope: Construct, topic: sns.ITopic, debugger: bool, notify_failure: sfn.IChainable
+) -> sfn.IChainable:
+    """The success e-mail: model, metrics, times, checkpoints and reports."""
+    publish = tasks.SnsPublish(
+        scope,
+        "NotifySuccess",
+        topic=topic,
+        result_path=sfn.JsonPath.DISCARD,
+        subject="GPT pre-training succeeded",
+        message=sfn.TaskInput.from_text(
+            sfn.JsonPath.format(
+                "Execution {} succeeded. Model: {}. Final metrics: {}. Training time: {} s (billed {} s). "
+                "Checkpoints: {}. Training report (health verdicts and plots): {}"
+                + (". Debugger profiler report: {}" if debugger else ""),
+                sfn.JsonPath.execution_name,
+                sfn.JsonPath.string_at("$.training.Job.ModelArtifacts.S3ModelArtifacts"),
+                sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.training.Job.FinalMetricDataList")),
+                sfn.JsonPath.string_at("$.training.Job.TrainingTimeInSeconds"),
+                sfn.JsonPath.string_at("$.training.Job.BillableTimeInSeconds"),
+                sfn.JsonPath.string_at("$.plan.checkpoint_uri"),
+                sfn.JsonPath.string_at("$.plan.training_report_uri"),
+                *([sfn.JsonPath.string_at("$.plan.profiler_report_uri")] if debugger else []),
+            )
+        ),
+    )
+    _retry_publish(publish)
+    publish.add_catch(notify_failure, result_path="$.error")
+    return publish
+
+
+def notify_failure(scope: Construct, topic: sns.ITopic) -> sfn.IChainable:
+    """The failure e-mail (``$.error``'s name and cause), then the Fail state."""
+    publish = tasks.SnsPublish(
+        scope,
+        "NotifyFailure",
+        topic=topic,
+        result_path=sfn.JsonPath.DISCARD,
+        subject="GPT pre-training failed",
+        message=sfn.TaskInput.from_text(
+            sfn.JsonPath.format(
+                "Execution {} failed. Error: {}. Cause: {}",
+                sfn.JsonPath.execution_name,
+                sfn.JsonPath.string_at("$.error.Error"),
+                sfn.JsonPath.string_at("$.error.Cause"),
+            )
+        ),
+    )
+    _retry_publish(publish)
+    return publish.next(sfn.Fail(scope, "Failed", error_path="$.error.Error", cause_path="$.error.Cause"))
+
+
+def _retry_publish(state: tasks.SnsPublish) -> None:
+    """A failed publish (throttled, SNS or KMS unavailable) is tried again: a duplicate e-mail beats a lost one."""
+    state.add_retry(errors=["States.TaskFailed"], interval=cdk.Duration.seconds(2), max_attempts=3, backoff_rate=2)

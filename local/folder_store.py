@@ -1,0 +1,34 @@
+"""The local run's stand-in for S3: a folder that implements the Plan step's ``ObjectStore``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from infra.plan_step.object_store import split_uri
+
+
+class FolderStore:
+    """``s3://bucket/key`` is the file ``<root>/bucket/key``: the local run's stand-in for S3."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+
+    def path(self, uri: str) -> Path:
+        bucket, key = split_uri(uri)
+        return self.root / bucket / key
+
+    def list(self, prefix_uri: str) -> list[tuple[str, int]]:
+        bucket, prefix = split_uri(prefix_uri)
+        base = self.root / bucket
+        if not base.is_dir():
+            return []
+        found = (p for p in base.rglob("*") if p.is_file() and p.relative_to(base).as_posix().startswith(prefix))
+        return sorted((f"s3://{bucket}/{p.relative_to(base).as_posix()}", p.stat().st_size) for p in found)
+
+    def put_text(self, uri: str, text: str) -> None:
+        path = self.path(uri)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+    def read_bytes(self, uri: str) -> bytes:
+        return self.path(uri).read_bytes()
