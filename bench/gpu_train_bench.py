@@ -1,18 +1,18 @@
-"""GPU training throughput, MFU and peak memory of gpt3-125m / 350m / 1.3b, against the planner's estimates.
+"""GPU training throughput, MFU and peak memory of gpt3-125m / 350m / 1.3b, against the estimate's figures.
 
 For each preset, context 2048, GPT-2 vocabulary, bf16: the largest micro-batch (16, 8, 4, 2, 1) that the
-planner (``infra/planner``) says fits one GPU without recomputation, else the largest that fits with it;
+estimate (``infra/estimate``) says fits one GPU without recomputation, else the largest that fits with it;
 each with XLA off, then on. Each case runs in a fresh process (clean memory statistics) through the
 project's trainer (AdamW, clipping, one micro-batch per step): median wall time of the steps after two
 warm-up steps (tracing, XLA compilation), training tokens/s, MFU = tokens/s x model FLOPs per token
-(6·N + 12·L·s·d) / the device's bf16 peak, and TensorFlow's peak GPU allocation against the planner's
+(6·N + 12·L·s·d) / the device's bf16 peak, and TensorFlow's peak GPU allocation against the estimate's
 memory figure and its step time at its default MFU. One table; cases not started within ``--budget``
 seconds are listed as skipped, so it ends within ten minutes on one H200 (989 TFLOPS bf16, 141 GB).
 
     python bench/gpu_train_bench.py                    # on a machine with a GPU
     .venv/bin/python bench/gpu_train_bench.py --smoke  # the same path on this CPU at a toy size
 
-Exits 1 when a case fails (out of memory included) or the planner's memory figure is off by more than 25%
+Exits 1 when a case fails (out of memory included) or the estimate's memory figure is off by more than 25%
 (GPU runs only).
 """
 
@@ -31,10 +31,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "training")]
 
+from infra.estimate import compute  # noqa: E402
+from infra.estimate.estimate import DEFAULT_MFU  # noqa: E402
+from infra.estimate.memory import GIB, device_memory  # noqa: E402
 from infra.instances import INSTANCE_TYPES  # noqa: E402  (after the path set-up)
-from infra.planner import compute  # noqa: E402
-from infra.planner.memory import GIB, device_memory  # noqa: E402
-from infra.planner.plan import DEFAULT_MFU  # noqa: E402
 from infra.presets import model_presets  # noqa: E402
 
 DEVICE = INSTANCE_TYPES["ml.p5e.48xlarge"]  # one H200 of it
@@ -52,7 +52,7 @@ def planned_memory(preset: str, vocab: int, context: int, micro: int, recompute:
 
 
 def choose(preset: str, vocab: int, context: int) -> tuple[int, bool]:
-    """(micro-batch, recompute): the largest micro-batch the planner fits without recomputation, else with it."""
+    """(micro-batch, recompute): the largest micro-batch the estimate fits without recomputation, else with it."""
     capacity = DEVICE.device_memory_gib * GIB
     for recompute in (False, True):
         for micro in (16, 8, 4, 2, 1):
@@ -107,7 +107,7 @@ def main() -> int:
               f"{'MFU':>7}{'peak GiB':>10}{'plan GiB':>10}{'ratio':>7}")  # fmt: skip
     print(
         f"{DEVICE.gpu_model} ({DEVICE.peak_tflops_16bit:.0f} TFLOPS bf16, {DEVICE.device_memory_gib} GB); context "
-        f"{sizes['context']}, vocab {sizes['vocab']}, bf16, AdamW; planner step time at {DEFAULT_MFU:.0%} MFU"
+        f"{sizes['context']}, vocab {sizes['vocab']}, bf16, AdamW; estimated step time at {DEFAULT_MFU:.0%} MFU"
     )
     print(header + "\n" + "-" * len(header))
     for case in cases:
