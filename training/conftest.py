@@ -51,6 +51,7 @@ def mirrored_engine():
 
     return StrategyEngine(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]), "mirrored")
 
+
 SEQUENCE_LENGTH = 32
 VOCAB_SIZE = 384
 
