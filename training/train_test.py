@@ -5,7 +5,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -19,7 +18,7 @@ import token_shards
 from metrics_test import TRAIN, VALID
 from train import main
 
-from conftest import write_dataset
+from conftest import free_ports, write_dataset
 
 TRAINING = Path(__file__).parent
 BASE = [
@@ -203,16 +202,6 @@ def test_sigterm_checkpoints_the_step_in_flight_and_the_resume_starts_there(
     assert sorted(losses(output)) == list(range(stop_step + 1, 9))
     assert all(losses(output)[s] == losses(expected)[s] for s in losses(output)), (output, expected)
     assert digests(output) == digests(expected)
-
-
-def free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 TWO_WORKER_ARGS = [*BASE, "--max_steps", "3", "--log_every", "1", "--eval_every", "0", "--sample_tokens", "0",
