@@ -20,12 +20,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))  # first: its conftest, not the repo's
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))  # its conftest, not the repo's
 
-from train_test import free_ports  # the training tests' own
-
-from conftest import write_dataset  # the training tests' tiny dataset
+from conftest import free_ports, write_dataset  # the training tests' tiny dataset and local cluster ports
 
 TRAINING = Path(__file__).resolve().parents[1] / "training"
 ARGS = ["--model_preset", "tiny", "--sequence_length", "16", "--micro_batch_size", "2", "--cpu_threads", "1",

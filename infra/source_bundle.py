@@ -26,6 +26,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 TRAINING_DIR = REPO_ROOT / "training"
 BUILD_DIR = REPO_ROOT / "build"
 EXCLUDED_DIRS = {"__pycache__", ".pytest_cache", ".ruff_cache"}
+FIXTURES = {"pile/sample_corpus.py"}  # written for tests and the local run; no job imports them
 WHEELS_DIR = "wheels"
 OFFLINE_OPTIONS = f"--no-index\n--find-links {WHEELS_DIR}\n"  # pip runs in the unpacked folder
 
@@ -35,10 +36,11 @@ def has_wheelhouse(source_dir: Path = TRAINING_DIR) -> bool:
 
 
 def _shipped(path: Path) -> bool:
-    """Tests and caches stay home; everything else under training/ is part of the package."""
+    """Tests, their fixtures and caches stay home; everything else under training/ is part of the package."""
     return not (
         path.name.endswith("_test.py")
         or path.name == "conftest.py"
+        or path.as_posix() in FIXTURES
         or path.suffix == ".pyc"
         or EXCLUDED_DIRS & set(path.parts)
     )

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import ast
 import tarfile
 from pathlib import Path
 
 from infra.plan_step.requests import ENTRY_POINTS
-from infra.source_bundle import build_source_archive, source_files
+from infra.source_bundle import FIXTURES, TRAINING_DIR, build_source_archive, source_files
 
 
 def make_package(root: Path) -> Path:
     src = root / "training"
     (src / "gpt" / "__pycache__").mkdir(parents=True)
+    (src / "pile").mkdir()
+    (src / "pile" / "sample_corpus.py").write_text("CORPUS = 1\n")
     (src / "train.py").write_text("print('train')\n")
     (src / "train_test.py").write_text("def test(): pass\n")
     (src / "gpt" / "model.py").write_text("MODEL = 1\n")
@@ -20,7 +23,7 @@ def make_package(root: Path) -> Path:
     return src
 
 
-def test_archive_has_entry_points_at_its_root_and_leaves_tests_and_caches_out(tmp_path: Path):
+def test_archive_has_entry_points_at_its_root_and_leaves_tests_fixtures_and_caches_out(tmp_path: Path):
     archive = build_source_archive(make_package(tmp_path), tmp_path / "out")
     assert archive.name == "sourcedir.tar.gz"
     with tarfile.open(archive, "r:gz") as tar:
@@ -40,6 +43,16 @@ def test_the_real_package_ships_its_entry_points_and_requirements():
     assert set(ENTRY_POINTS.values()) <= names  # the scripts the job requests name
     assert {"requirements.txt", "token_shards.py", "gpt/presets.json"} <= names
     assert not any(n.endswith("_test.py") for n in names)
+    assert not FIXTURES & names
+
+
+def test_no_shipped_module_imports_a_fixture():
+    fixtures = {Path(f).stem for f in FIXTURES}
+    for relative in (r for r in source_files() if r.suffix == ".py"):
+        for node in ast.walk(ast.parse((TRAINING_DIR / relative).read_text())):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                names = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
+                assert not fixtures & {n.rsplit(".", 1)[-1] for n in names}, relative
 
 
 def test_a_wheelhouse_ships_and_pip_is_pointed_at_it(tmp_path: Path):

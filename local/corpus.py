@@ -1,22 +1,19 @@
-"""A Pile-format sample corpus made from text every Python installation has, so ``make run`` downloads nothing.
+"""The sample corpus ``make run`` writes on first use, from text every Python installation has (no download).
 
 Two kinds of documents, each with the ``meta.pile_set_name`` The Pile would give it:
 - ``Github``: the standard library's own source files;
 - ``Pile-CC``: the prose of the Python documentation that ships with the interpreter (``pydoc_data``).
-Written as ``jsonl.zst`` files of a few MB each, like The Pile's 30 files (with two malformed lines, which
-preprocessing must count and skip).
+Written by the training package's fixture (``training/pile/sample_corpus.py``) as a few ``jsonl.zst`` files
+of a few MB each, with two malformed lines; this module only chooses the texts and the size.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
-import zstandard
-
-MALFORMED = [b"{this line is not JSON\n", b'{"text": "", "meta": {"pile_set_name": "Github"}}\n']
+from training.pile.sample_corpus import write_sample_corpus
 
 
 def documents(max_bytes: int) -> Iterator[tuple[str, str]]:
@@ -38,17 +35,4 @@ def documents(max_bytes: int) -> Iterator[tuple[str, str]]:
 
 def write_corpus(folder: Path, total_mb: int = 24, files: int = 4) -> list[Path]:
     """Writes ``files`` zstd-compressed jsonl files holding about ``total_mb`` MB of text; returns their paths."""
-    folder.mkdir(parents=True, exist_ok=True)
-    lines = [
-        json.dumps({"text": t, "meta": {"pile_set_name": n}}).encode() + b"\n" for t, n in documents(total_mb << 20)
-    ]
-    lines[len(lines) // 2 : len(lines) // 2] = MALFORMED
-    paths = []
-    per_file = -(-len(lines) // files)
-    for index in range(files):
-        path = folder / f"{index:02d}.jsonl.zst"
-        path.write_bytes(
-            zstandard.ZstdCompressor(level=3).compress(b"".join(lines[index * per_file : (index + 1) * per_file]))
-        )
-        paths.append(path)
-    return paths
+    return write_sample_corpus(folder, documents(total_mb << 20), files)

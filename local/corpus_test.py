@@ -2,7 +2,8 @@ import json
 
 import zstandard
 
-from local.corpus import MALFORMED, write_corpus
+from local.corpus import write_corpus
+from training.pile.sample_corpus import MALFORMED
 
 
 def test_corpus_is_pile_format_with_both_sources_and_two_malformed_lines(tmp_path):

@@ -1,6 +1,6 @@
 """``make run``: synthesize the stack and run its state machine on this machine, end to end, no AWS account.
 
-    python -m local.run [--input my-input.json] [--execution-name NAME] [--stage dev]
+    python -m local.run [--input my-input.json] [--execution-name NAME] [--stage dev] [--verbose]
 
 1. ``cdk synth`` writes the template (cdk-nag included) and the assets, as for a deployment;
 2. the assets are "published" to a folder that stands in for S3 (``runs/s3``), with a sample corpus;
@@ -9,7 +9,9 @@
 4. a summary: tokens, losses, where the model, tokenizer, checkpoints and a loss curve are.
 
 Any field of the execution input can be overridden with ``--input`` (``make run INPUT=file.json``);
-give the same ``run_name`` again to resume a run from its last checkpoint.
+give the same ``run_name`` again to resume a run from its last checkpoint. The console shows each job's
+progress; its whole output, TensorFlow's and the SageMaker toolkit's logging included, is in the job's
+``logs/`` folder (``--verbose``, ``make run VERBOSE=1``: on the console too).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ def run(
     runs: Path,
     corpus_mb: int = 24,
     only_required_members: bool = False,
+    verbose: bool = False,
 ) -> int:
     cdk_out = runs / "cdk.out"
     name = synthesize(stage, cdk_out)
@@ -72,7 +75,7 @@ def run(
     execution_dir = runs / "executions" / execution_name
     execution_dir.mkdir(parents=True, exist_ok=True)
     context = RunContext(
-        str(cdk_out), name, str(runs / "s3"), str(runs / "efs"), str(execution_dir), only_required_members
+        str(cdk_out), name, str(runs / "s3"), str(runs / "efs"), str(execution_dir), only_required_members, verbose
     )
     (execution_dir / "context.json").write_text(json.dumps(dataclasses.asdict(context), indent=2))
     (execution_dir / "definition.json").write_text(json.dumps(stack.definition(), indent=2))
@@ -105,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="answer every service call without the response members its API model marks optional",
     )
+    parser.add_argument(
+        "--verbose", action="store_true", help="echo the jobs' whole output (their logs/ folders keep it anyway)"
+    )
     args = parser.parse_args(argv)
     try:  # a bad stage or input file is one line, before the synth
         context = json.loads((ROOT / "cdk.json").read_text())["context"]
@@ -120,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         args.runs.resolve(),
         args.corpus_mb,
         args.only_required_members,
+        args.verbose,
     )
 
 

@@ -40,6 +40,7 @@ class RunContext:
     efs: str  # the folder standing in for the file system
     execution_dir: str  # jobs, endpoints and notifications of this execution
     only_required_members: bool = False  # answer without the optional members AWS may leave out
+    verbose: bool = False  # echo every line of the jobs' output, library logging included
 
     @classmethod
     def read(cls, path: str | Path) -> RunContext:
@@ -77,11 +78,12 @@ def handle(context: RunContext, resource: str, parameters: Any) -> Any:
     store = FolderStore(context.store)
     execution = Path(context.execution_dir)
     efs = Path(context.efs)
+    jobs, echo = execution / "jobs", "all" if context.verbose else "progress"
     if resource == stack.plan_function_name():
         return plan_execution(parameters["input"], parameters["execution_name"], stack.settings(), store)
     handlers = {
-        f"{SAGEMAKER}createProcessingJob.sync": lambda: run_processing_job(parameters, store, execution / "jobs"),
-        f"{SAGEMAKER}createTrainingJob.sync": lambda: run_training_job(parameters, store, execution / "jobs", efs),
+        f"{SAGEMAKER}createProcessingJob.sync": lambda: run_processing_job(parameters, store, jobs, echo),
+        f"{SAGEMAKER}createTrainingJob.sync": lambda: run_training_job(parameters, store, jobs, efs, echo),
         f"{SAGEMAKER}createModel": lambda: hosting.create_model(parameters, store, execution / "hosting"),
         f"{SAGEMAKER}createEndpointConfig": lambda: hosting.create_endpoint_config(parameters, execution / "hosting"),
         f"{SAGEMAKER}createEndpoint": lambda: hosting.create_endpoint(parameters, execution / "hosting"),

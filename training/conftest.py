@@ -2,7 +2,7 @@
 
 A byte-level BPE tokenizer (384 ids) trained on a few Python standard-library modules, their text
 encoded, packed into 33-token records (32-token context + 1) and written as 4 train and 2 validation
-shards with a manifest, exactly as preprocessing does.
+shards with a manifest, exactly as preprocessing does; and free ports for local multi-worker clusters.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import email
 import json
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -122,3 +123,14 @@ def write_dataset(root: Path, *, sequence_length: int = SEQUENCE_LENGTH, train_s
 def dataset_dir(tmp_path_factory) -> Path:
     """A read-only tiny dataset shared by the whole session."""
     return write_dataset(tmp_path_factory.mktemp("dataset") / "tokens")
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` ports of 127.0.0.1 free now, for the workers of a local cluster (TF_CONFIG)."""
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports

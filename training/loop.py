@@ -5,31 +5,27 @@ Only the chief (worker 0) prints metric lines, writes checkpoints and exports; e
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import math
 import time
 
 import keras
 import numpy as np
+import parallelism
 import tensorflow as tf
 import token_shards
-from batch import accumulation_steps, global_batch, pipeline_microbatches
+from batch import accumulation_steps, global_batch
 from checkpoint import Checkpointer
 from data import token_dataset
-from engines import make_engine, make_pipeline_engine
 from export import export, float32_copy
-from gpt.model import GPT
-from gpt.pipeline.model import PipelinedGPT
-from gpt.presets import flops_per_token, get_shape
+from gpt.presets import Preset, flops_per_token, get_shape
 from job import JobError, check_inputs, cluster
 from metrics import device_peak_tflops, emit, model_flops_utilisation, train_line, valid_line
 from observer import RunObserver
-from pipeline_trainer import PipelineTrainer, build_pipeline_replicas
-from recipe import run_recipe
+from recipe import Recipe, run_recipe
 from schedule import WarmupCosine
 from stop_signal import StopSignal
-from trainer import PRECISIONS, Trainer, make_optimizer
+from trainer import PRECISIONS, Trainer
 
 
 class NonFiniteLoss(FloatingPointError):
@@ -74,56 +70,18 @@ class TrainingRun:
         self.args = args
         self.inputs = check_inputs(args)  # before any compute
         configure_tensorflow(args)
-        hosts, current_host, num_gpus = cluster(env)
-        if num_gpus is None:
-            num_gpus = len(tf.config.list_physical_devices("GPU"))
-        self.pipelined = args.model_parallel_degree > 1
-        if self.pipelined:
-            if args.use_xla:
-                raise JobError(
-                    "use_xla with model_parallel_degree > 1: XLA compiles a function for one device, a pipeline "
-                    "step spans several"
-                )
-            self.engine = make_pipeline_engine(
-                args.engine,
-                model_parallel_degree=args.model_parallel_degree,
-                hosts=hosts,
-                current_host=current_host,
-                num_gpus=num_gpus,
-                env=env,
-            )
-        else:
-            self.engine = make_engine(args.engine, hosts=hosts, current_host=current_host, num_gpus=num_gpus, env=env)
+        self.parallelism = parallelism.for_run(args)  # data parallel or pipelined: all that differs is there
+        self.engine = self._engine(env)
         self.is_chief = self.engine.is_chief
-        T = self.sequence_length = self.inputs.sequence_length
-        try:
-            self.shape = get_shape(args.model_preset, args.n_layer, args.d_model, args.n_head)
-            self.accumulation = accumulation_steps(
-                args.global_batch_tokens, args.micro_batch_size, T, self.engine.num_replicas
-            )
-            if self.pipelined and args.global_batch_tokens <= 0 and args.microbatches > 0:
-                self.accumulation = args.microbatches  # one GPipe pass of `microbatches` micro-batches a step
-            if self.pipelined:
-                pipeline_microbatches(self.accumulation, args.microbatches)
-        except ValueError as error:  # BatchError, or heads that do not divide the width
-            raise JobError(str(error)) from error
-        self.global_batch_tokens = global_batch(args.micro_batch_size, T, self.engine.num_replicas, self.accumulation)
-        self.recipe = run_recipe(
-            self.shape,
-            global_batch_tokens=self.global_batch_tokens,
-            max_steps=args.max_steps,
-            learning_rate=args.learning_rate,
-            lr_reference_tokens=args.lr_reference_tokens,
-            warmup_steps=args.warmup_steps,
-            decay_steps=args.decay_steps,
+        self.sequence_length = self.inputs.sequence_length
+        self.shape, self.accumulation = self._shape_and_accumulation()
+        self.global_batch_tokens = global_batch(
+            args.micro_batch_size, self.sequence_length, self.engine.num_replicas, self.accumulation
         )
+        self.recipe = self._recipe()
         self.peak_lr = self.recipe.peak_lr
         self.schedule = WarmupCosine(self.peak_lr, self.recipe.warmup_steps, self.recipe.decay_steps, args.min_lr_ratio)
-
-        if self.pipelined:
-            self._build_pipeline()
-        else:
-            self._build_data_parallel()
+        self.model, self.trainer = self._model_and_trainer()
         self.checkpointer = Checkpointer(
             args.checkpoint_dir,
             self.model,
@@ -132,12 +90,58 @@ class TrainingRun:
             is_chief=self.is_chief,
             run_config=self.run_config(),
             async_save=args.async_checkpoint,
-            sequences_per_step=self.global_batch_tokens // T,
+            sequences_per_step=self.global_batch_tokens // self.sequence_length,
         )
         self.start_step = self.checkpointer.restore_latest()
         self.stopped_at: int | None = None  # the step a SIGTERM stopped training at
-        self.flops_per_token = flops_per_token(self.shape, n_params=self.model.count_params(), sequence_length=T)
+        self.flops_per_token = flops_per_token(
+            self.shape, n_params=self.model.count_params(), sequence_length=self.sequence_length
+        )
         self.peak_tflops = args.peak_tflops or device_peak_tflops()
+
+    def _engine(self, env):  # a StrategyEngine, HorovodEngine or PipelineEngine
+        hosts, current_host, num_gpus = cluster(env)
+        if num_gpus is None:
+            num_gpus = len(tf.config.list_physical_devices("GPU"))
+        return self.parallelism.make_engine(hosts, current_host, num_gpus, env)
+
+    def _shape_and_accumulation(self) -> tuple[Preset, int]:
+        """The model's shape and the micro-batches accumulated per step; JobError if they do not fit together."""
+        a = self.args
+        try:
+            shape = get_shape(a.model_preset, a.n_layer, a.d_model, a.n_head)
+            steps = accumulation_steps(
+                a.global_batch_tokens, a.micro_batch_size, self.sequence_length, self.engine.num_replicas
+            )
+            return shape, self.parallelism.accumulation_steps(steps)
+        except ValueError as error:  # BatchError, or heads that do not divide the width
+            raise JobError(str(error)) from error
+
+    def _recipe(self) -> Recipe:
+        a = self.args
+        return run_recipe(
+            self.shape,
+            global_batch_tokens=self.global_batch_tokens,
+            max_steps=a.max_steps,
+            learning_rate=a.learning_rate,
+            lr_reference_tokens=a.lr_reference_tokens,
+            warmup_steps=a.warmup_steps,
+            decay_steps=a.decay_steps,
+        )
+
+    def _model_and_trainer(self) -> tuple[keras.Model, Trainer]:
+        a = self.args
+        return self.parallelism.build(
+            self.engine,
+            self.schedule,
+            self._model_arguments(),
+            accumulation_steps=self.accumulation,
+            micro_batch_size=a.micro_batch_size,
+            sequence_length=self.sequence_length,
+            precision=a.precision,
+            grad_clip=a.grad_clip,
+            initial_loss_scale=a.initial_loss_scale,
+        )
 
     def _model_arguments(self) -> dict:
         a = self.args
@@ -152,50 +156,6 @@ class TrainingRun:
             "seed": a.seed,
             "dtype": PRECISIONS[a.precision],
         }
-
-    def _optimizer_arguments(self) -> dict:
-        a = self.args
-        return {"weight_decay": a.weight_decay, "beta_1": a.adam_beta1, "beta_2": a.adam_beta2}
-
-    def _build_pipeline(self) -> None:
-        """One PipelinedGPT and AdamW per local pipeline replica; the chief replica's state is broadcast."""
-        a = self.args
-
-        def build(devices):
-            return PipelinedGPT(devices=devices, **self._model_arguments())
-
-        models, optimizers = build_pipeline_replicas(self.engine, build, self.schedule, **self._optimizer_arguments())
-        self.model = models[0]
-        self.trainer = PipelineTrainer(
-            models,
-            optimizers,
-            self.engine,
-            accumulation_steps=self.accumulation,
-            microbatches=a.microbatches,
-            micro_batch_size=a.micro_batch_size,
-            sequence_length=self.sequence_length,
-            precision=a.precision,
-            grad_clip=a.grad_clip,
-            initial_loss_scale=a.initial_loss_scale,
-        )
-
-    def _build_data_parallel(self) -> None:
-        args, T = self.args, self.sequence_length
-        with self.engine.scope():
-            self.model = GPT(**self._model_arguments())
-            optimizer = make_optimizer(self.model, self.schedule, **self._optimizer_arguments())
-        self.trainer = Trainer(
-            self.model,
-            optimizer,
-            self.engine,
-            accumulation_steps=self.accumulation,
-            micro_batch_size=args.micro_batch_size,
-            sequence_length=T,
-            precision=args.precision,
-            grad_clip=args.grad_clip,
-            use_xla=args.use_xla,
-            initial_loss_scale=args.initial_loss_scale,
-        )
 
     @property
     def devices(self) -> int:
@@ -246,12 +206,7 @@ class TrainingRun:
             f"accumulation_steps={self.accumulation} peak_lr={self.peak_lr:.3e} precision={a.precision} "
             f"start_step={self.start_step} max_steps={a.max_steps} warmup_steps={self.recipe.warmup_steps} "
             f'decay_steps={self.recipe.decay_steps} departs_from_recipe="{self.recipe.describe()}"'
-            + (
-                f" model_parallel_degree={a.model_parallel_degree} microbatches={self.trainer.microbatches} "
-                f"stages={[len(blocks) for blocks in self.model.stage_blocks]}"
-                if self.pipelined
-                else ""
-            )
+            + self.parallelism.describe(self.model, trainer)
         )
         batches = iter(self.train_dataset())
         validation = self.validation_dataset() if self.inputs.validation else None
@@ -317,8 +272,7 @@ class TrainingRun:
         """Chief: export the SavedModel and tokenizer, then print a generated sample."""
         if not self.is_chief:
             return
-        # A pipelined model may not fit one accelerator: its single-device copy is made in host memory.
-        with tf.device("/CPU:0") if self.pipelined else contextlib.nullcontext():
+        with self.parallelism.export_device():
             copy = float32_copy(self.model)
         serving = export(copy, self.args.export_dir, self.inputs.train.tokenizer_path)
         self.log(f"[export] {serving.path}")

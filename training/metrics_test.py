@@ -1,26 +1,54 @@
+"""The log lines the chief prints, and the CloudWatch metric definitions that parse them: one format, two sides.
+
+The definitions are infra's (``infra/plan_step/metric_definitions.py``), read here as data: training never imports infra.
+"""
+
 import re
+import runpy
+from pathlib import Path
 
 import pytest
+from health import Window
+from heartbeat import Heartbeat
 from metrics import health_line, model_flops_utilisation, perplexity, train_line, valid_line
+from observer import health_fields
 
-# The regexes an infrastructure MetricDefinition would use.
-TRAIN = re.compile(
-    r"^\[train\] step=(\d+) loss=([0-9.]+) ppl=([0-9.]+) lr=([0-9.e+-]+) tokens_per_sec=([0-9.]+) mfu=([0-9.]+)$"
-)
-VALID = re.compile(r"^\[valid\] step=(\d+) val_loss=([0-9.]+) val_ppl=([0-9.]+)$")
+DEFINITIONS_FILE = Path(__file__).resolve().parent.parent / "infra" / "plan_step" / "metric_definitions.py"
+METRIC_DEFINITIONS = runpy.run_path(str(DEFINITIONS_FILE))["METRIC_DEFINITIONS"]
+
+
+def parse(line: str) -> dict[str, float]:
+    """The metrics SageMaker records from one log line: each definition's first group, where its regex matches."""
+    found = {}
+    for definition in METRIC_DEFINITIONS:
+        match = re.search(definition["Regex"], line)
+        if match:
+            found[definition["Name"]] = float(match.group(1))
+    return found
+
+
+def defined(kind: str) -> set[str]:
+    """The names of the metrics of one kind: ``defined("train")`` = {"train:loss", ...}."""
+    return {d["Name"] for d in METRIC_DEFINITIONS if d["Name"].startswith(kind + ":")}
 
 
 def test_train_line_has_the_exact_format():
     line = train_line(120, 4.1234, 3e-4, 1234.5, 0.0123)
     # exp(4.1234) = 61.77 (the issue's example line rounds it as 61.80)
     assert line == "[train] step=120 loss=4.1234 ppl=61.77 lr=3.000e-04 tokens_per_sec=1234.5 mfu=0.0123"
-    assert TRAIN.match(line)
+    assert parse(line) == {
+        "train:loss": 4.1234,
+        "train:perplexity": 61.77,
+        "train:learning_rate": 3e-4,
+        "train:tokens_per_second": 1234.5,
+        "train:mfu": 0.0123,
+    }
 
 
 def test_valid_line_has_the_exact_format():
     line = valid_line(120, 4.2)
     assert line == "[valid] step=120 val_loss=4.2000 val_ppl=66.69"
-    assert VALID.match(line)
+    assert parse(line) == {"validation:loss": 4.2, "validation:perplexity": 66.69}  # no training metric
 
 
 def test_perplexity_does_not_overflow():
@@ -37,3 +65,26 @@ def test_mfu_arithmetic():
 def test_health_line_leaves_out_unknown_values():
     line = health_line(8, {"input_wait_pct": 38.25, "mem_pct": None, "skipped": 0})
     assert line == "[health] step=8 input_wait_pct=38.25 skipped=0"
+
+
+def test_health_and_heartbeat_lines_feed_every_health_metric():
+    window = Window(120, 4.1, 3e-4, 1234.5, 0.0123, 1.234, 0.3825, 0.551, 0.0665, 0, 31.2, 0.3901)
+    assert parse(health_line(120, health_fields(window, 0.512, -0.5))) == {
+        "health:input_wait_percent": 38.25,
+        "health:compute_percent": 55.1,
+        "health:sync_percent": 6.65,
+        "health:step_seconds": 0.512,
+        "health:grad_norm": 1.234,
+        "health:skipped_steps": 0,
+        "health:peak_memory_gb": 31.2,
+        "health:memory_percent": 39.01,
+        "health:loss_drop_percent": -0.5,
+    }
+    assert parse(Heartbeat(None).line()).keys() == {"health:seconds_since_step"}
+
+
+def test_every_metric_definition_parses_a_line_the_chief_prints():
+    window = Window(1, 4.0, 1e-3, 10.0, 0.1, 1.0, 0.1, 0.8, 0.1, 0, 1.0, 0.5)
+    lines = [train_line(1, 4.0, 1e-3, 10.0, 0.1), valid_line(1, 4.0), health_line(1, health_fields(window, 0.5, 1.0))]
+    parsed = {name for line in [*lines, Heartbeat(None).line()] for name in parse(line)}
+    assert parsed == {d["Name"] for d in METRIC_DEFINITIONS}

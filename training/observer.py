@@ -23,6 +23,21 @@ from step_timer import StepTimer, sync_probe
 from tb_log import TensorBoardLog
 
 
+def health_fields(window: Window, step_s: float, loss_drop_pct: float | None) -> dict[str, float | None]:
+    """The numbers of a window's ``[health]`` line, named as the metric definitions parse them."""
+    return {
+        "input_wait_pct": 100 * window.input_share,
+        "compute_pct": 100 * window.compute_share,
+        "sync_pct": 100 * window.sync_share,
+        "step_s": step_s,
+        "grad_norm": window.grad_norm,
+        "skipped": window.skipped,
+        "peak_mem_gb": window.peak_memory_gb,
+        "mem_pct": None if window.memory_share is None else 100 * window.memory_share,
+        "loss_drop_pct": loss_drop_pct,
+    }
+
+
 class RunObserver:
     """Args: the hyperparameters, the engine and trainable variables (for the sync probe), and whether chief."""
 
@@ -86,18 +101,7 @@ class RunObserver:
         full = steps[-1] - steps[0] >= 2 * self.rules.loss_window_steps  # the alarm compares whole windows only
         drop = loss_drop_percent(steps, losses, self.rules.loss_window_steps) if full else None
         if self.chief:
-            fields = {
-                "input_wait_pct": 100 * window.input_share,
-                "compute_pct": 100 * window.compute_share,
-                "sync_pct": 100 * window.sync_share,
-                "step_s": times.step_s,
-                "grad_norm": window.grad_norm,
-                "skipped": skipped,
-                "peak_mem_gb": window.peak_memory_gb,
-                "mem_pct": None if share is None else 100 * share,
-                "loss_drop_pct": drop,
-            }
-            emit(health_line(step, fields))
+            emit(health_line(step, health_fields(window, times.step_s, drop)))
 
     def validated(self, step: int, loss: float) -> None:
         self.validation.append((step, loss))

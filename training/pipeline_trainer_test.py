@@ -14,7 +14,7 @@ from gpt.pipeline.model import PipelinedGPT
 from pipeline_trainer import PipelineTrainer, build_pipeline_replicas
 from trainer import PRECISIONS, Trainer, make_optimizer
 
-from conftest import TWO_CPUS
+from conftest import TWO_CPUS, free_ports
 
 pytestmark = pytest.mark.skipif(not TWO_CPUS, reason="TensorFlow was initialised before conftest could split the CPU")
 T, VOCAB = 16, 97
@@ -186,7 +186,7 @@ def test_two_pipeline_replicas_sum_their_gradients_like_one_device_on_the_global
 
 def test_two_hosts_each_driving_a_pipeline_end_with_identical_weights(dataset_dir, tmp_path):
     # Data parallelism across hosts: two train.py workers (TF_CONFIG), each splitting its CPU into K = 2 devices.
-    from train_test import BASE, digests, free_ports, run_script
+    from train_test import BASE, digests, run_script
 
     workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
     args = [*BASE, "--max_steps", "2", "--log_every", "1", "--eval_every", "2", "--eval_batches", "1"]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from infra.plan_step.object_store import split_uri
 from local.folder_store import FolderStore
+from local.jobs.console import ConsoleFilter, Echo
 
 CONTAINER_ROOT = "/opt/ml"
 STOP_GRACE_SECONDS = 120.0  # SageMaker sends SIGTERM to a stopped job's containers and kills them this much later
@@ -94,9 +95,12 @@ class Host:
 
 
 def run_hosts(
-    hosts: list[Host], log_dir: Path, echo: bool = True, grace_seconds: float = STOP_GRACE_SECONDS
+    hosts: list[Host], log_dir: Path, echo: Echo = "progress", grace_seconds: float = STOP_GRACE_SECONDS
 ) -> dict[str, int]:
     """Starts every host at once, streams their output (prefixed by host), stops all if one fails.
+
+    Each host's output goes whole to ``<log_dir>/<host>.log``; ``echo`` says what of it is printed here too
+    (``"progress"``: what ``local.jobs.console`` does not count as library noise).
 
     A host is stopped as SageMaker stops an instance: SIGTERM to every process of it (its process group, the
     "container"), then SIGKILL to those still running ``grace_seconds`` later.
@@ -148,10 +152,11 @@ def _stop(processes: list[subprocess.Popen], grace_seconds: float) -> None:
         process.wait()
 
 
-def _pump(process: subprocess.Popen, host: Host, log: Path, echo: bool) -> None:
+def _pump(process: subprocess.Popen, host: Host, log: Path, echo: Echo) -> None:
+    console = ConsoleFilter(echo)
     with log.open("w") as out:
         for line in process.stdout:
             host.lines.append(line)
             out.write(line)
-            if echo:
+            if console.shows(line):
                 print(f"    [{host.name}] {line}", end="", flush=True)

@@ -49,7 +49,7 @@ def test_a_failed_host_stops_the_others_with_sigterm_then_sigkill_after_the_grac
         script.write_text(textwrap.dedent(source))
         hosts.append(Host(name, [sys.executable, str(script), str(tmp_path)], {}, tmp_path))
     started = time.monotonic()
-    codes = run_hosts(hosts, tmp_path / "logs", echo=False, grace_seconds=1.0)
+    codes = run_hosts(hosts, tmp_path / "logs", echo="none", grace_seconds=1.0)
     assert codes == {"failing": 3, "graceful": 143, "stubborn": -signal.SIGKILL}
     assert (tmp_path / "graceful").read_text() == (tmp_path / "child").read_text() == "SIGTERM"
     assert time.monotonic() - started < 20

@@ -18,6 +18,7 @@ from local.jobs.common import (
     run_hosts,
     upload_folder,
 )
+from local.jobs.console import Echo
 
 
 def _host_inputs(store: FolderStore, inputs: list[dict], index: int, count: int) -> list[tuple[str, list]]:
@@ -35,7 +36,9 @@ def _host_inputs(store: FolderStore, inputs: list[dict], index: int, count: int)
     return placed
 
 
-def run_processing_job(request: dict[str, Any], store: FolderStore, jobs_dir: Path) -> dict[str, Any]:
+def run_processing_job(
+    request: dict[str, Any], store: FolderStore, jobs_dir: Path, echo: Echo = "progress"
+) -> dict[str, Any]:
     """Runs the job to completion and answers like DescribeProcessingJob; raises JobFailed."""
     name = request["ProcessingJobName"]
     cluster = request["ProcessingResources"]["ClusterConfig"]
@@ -56,7 +59,7 @@ def run_processing_job(request: dict[str, Any], store: FolderStore, jobs_dir: Pa
         argv = [in_host(a, host_dir) for a in [*app["ContainerEntrypoint"], *app.get("ContainerArguments", [])]]
         argv += ["--host", host_name]
         hosts.append(Host(host_name, argv, local_environment(request.get("Environment", {})), host_dir))
-    codes = run_hosts(hosts, job_dir / "logs")
+    codes = run_hosts(hosts, job_dir / "logs", echo)
     failed = {h: c for h, c in codes.items() if c}
     if failed:
         host = next(h for h in hosts if h.name in failed)

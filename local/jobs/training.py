@@ -34,6 +34,7 @@ from local.jobs.common import (
     run_hosts,
     upload_folder,
 )
+from local.jobs.console import Echo
 
 TOOLKIT_TRAIN = Path(sys.executable).parent / "train"  # sagemaker-training's console script
 FRAMEWORK_MODULE = "sagemaker_tensorflow_container.training:main"
@@ -113,7 +114,9 @@ def write_host_config(
         (config / f"{name}.json").write_text(json.dumps(content, indent=2))
 
 
-def run_training_job(request: dict[str, Any], store: FolderStore, jobs_dir: Path, efs_root: Path) -> dict[str, Any]:
+def run_training_job(
+    request: dict[str, Any], store: FolderStore, jobs_dir: Path, efs_root: Path, echo: Echo = "progress"
+) -> dict[str, Any]:
     """Runs the job to completion and answers like DescribeTrainingJob; raises JobFailed."""
     name = request["TrainingJobName"]
     job_dir = jobs_dir / name
@@ -157,7 +160,7 @@ def run_training_job(request: dict[str, Any], store: FolderStore, jobs_dir: Path
             }
             argv = [*prefixes.get(host_name, []), str(TOOLKIT_TRAIN)]
             hosts.append(Host(host_name, argv, local_environment(env), host_dir))
-        codes = run_hosts(hosts, job_dir / "logs")
+        codes = run_hosts(hosts, job_dir / "logs", echo)
     if any(codes.values()):
         raise JobFailed(_failure_reason(name, hosts, codes, job_dir))
     artifact = _upload_model(store, request, name, job_dir / host_names[0] / "model")

@@ -1,6 +1,7 @@
 """Small Pile-format corpora made from text every Python install has (its standard library sources).
 
-For tests and benchmarks, which may not download anything.
+For tests, benchmarks and the local run (``local/corpus.py``), which may not download anything; a fixture,
+so the training package leaves it out (``infra/source_bundle.py``) and no job imports it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from pathlib import Path
 import zstandard
 
 PILE_SET_NAMES = ("Github", "Pile-CC", "ArXiv")
+# What a real corpus has now and then, and preprocessing must count and skip: a line that is not JSON, an empty text.
+MALFORMED = (b"{this line is not JSON\n", b'{"text": "", "meta": {"pile_set_name": "Github"}}\n')
 
 
 def stdlib_documents(total_bytes: int, max_document_bytes: int = 20_000) -> list[str]:
@@ -58,6 +61,18 @@ def write_pile(path: str | Path, documents: Iterable[str]) -> Path:
     """A Pile-format file, the documents' ``pile_set_name`` taken in turn from PILE_SET_NAMES."""
     lines = (pile_line(text, PILE_SET_NAMES[i % len(PILE_SET_NAMES)]) for i, text in enumerate(documents))
     return write_jsonl(path, lines)
+
+
+def write_sample_corpus(folder: str | Path, documents: Iterable[tuple[str, str]], files: int = 4) -> list[Path]:
+    """(text, pile_set_name) documents as ``files`` ``.jsonl.zst`` files, like The Pile's 30, with the two
+    MALFORMED lines in the middle; returns the files' paths."""
+    lines = [pile_line(text, name) for text, name in documents]
+    lines[len(lines) // 2 : len(lines) // 2] = MALFORMED
+    per_file = -(-len(lines) // files)
+    return [
+        write_jsonl(Path(folder) / f"{index:02d}.jsonl.zst", lines[index * per_file : (index + 1) * per_file])
+        for index in range(files)
+    ]
 
 
 def compress_flushed(lines: list[bytes], suffix: str) -> tuple[bytes, list[int]]:

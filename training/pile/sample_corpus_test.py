@@ -4,7 +4,14 @@ import json
 import pytest
 import zstandard
 
-from pile.sample_corpus import PILE_SET_NAMES, compress_flushed, stdlib_documents, write_pile
+from pile.sample_corpus import (
+    MALFORMED,
+    PILE_SET_NAMES,
+    compress_flushed,
+    stdlib_documents,
+    write_pile,
+    write_sample_corpus,
+)
 
 
 def test_stdlib_documents_reach_the_size_and_respect_the_cap():
@@ -23,6 +30,15 @@ def test_write_pile_in_every_compression_reads_back(tmp_path):
     bodies = [json.loads(line) for line in plain.splitlines()]
     assert [b["text"] for b in bodies] == documents
     assert [b["meta"]["pile_set_name"] for b in bodies] == list(PILE_SET_NAMES[:3])
+
+
+def test_sample_corpus_is_zst_files_with_the_malformed_lines_in_the_middle(tmp_path):
+    documents = [(f"text {i}", PILE_SET_NAMES[i % 2]) for i in range(10)]
+    paths = write_sample_corpus(tmp_path / "corpus", documents, files=3)
+    assert [p.name for p in paths] == ["00.jsonl.zst", "01.jsonl.zst", "02.jsonl.zst"]
+    lines = [line for p in paths for line in zstandard.ZstdDecompressor().decompress(p.read_bytes()).splitlines(True)]
+    assert lines[5:7] == list(MALFORMED)
+    assert [json.loads(line)["text"] for line in lines if line not in MALFORMED] == [t for t, _ in documents]
 
 
 @pytest.mark.parametrize(
