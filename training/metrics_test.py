@@ -1,6 +1,7 @@
 """The log lines the chief prints, and the CloudWatch metric definitions that parse them: one format, two sides.
 
-The definitions are infra's (``infra/plan_step/metric_definitions.py``), read here as data: training never imports infra.
+The definitions are infra's (``infra/plan_step/metric_definitions.py``), read here as data: training never
+imports infra.
 """
 
 import re
