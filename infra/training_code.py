@@ -7,6 +7,7 @@ modules that import nothing but the standard library (and each other not at all)
     batch.py          the batch arithmetic (accumulation steps, pipeline passes)
     recipe.py         the learning-rate recipe and its departures from the preset's
     gpt/presets.py    the presets table (presets.json) and the per-block parameter formula
+    health.py         the training health rules' thresholds and their defaults
 
 infra loads each by path under a private name (``training_code.hparams`` ...), so nothing of training/
 lands on ``sys.path`` and synthesis never imports TensorFlow. The Plan function's bundle carries these
@@ -22,7 +23,13 @@ from pathlib import Path
 from types import ModuleType
 
 TRAINING_ROOT = Path(__file__).resolve().parent.parent / "training"
-SHARED_MODULES = {"hparams": "hparams.py", "batch": "batch.py", "recipe": "recipe.py", "presets": "gpt/presets.py"}
+SHARED_MODULES = {
+    "hparams": "hparams.py",
+    "batch": "batch.py",
+    "recipe": "recipe.py",
+    "presets": "gpt/presets.py",
+    "health": "health.py",
+}
 SHARED_FILES = (*SHARED_MODULES.values(), "gpt/presets.json")
 
 

@@ -14,7 +14,7 @@ import statistics
 
 @dataclasses.dataclass(frozen=True)
 class HealthRules:
-    """Thresholds (defaults as in ``infra/config/sections.py`` ObservabilityConfig).
+    """Thresholds, with their defaults: the stack's too (``observability.*``; infra/config loads this file).
 
     Args:
         gpu_underused_percent: devices computing less than this share of step time are underused.
@@ -26,12 +26,12 @@ class HealthRules:
         max_skipped_steps: more steps skipped for a non-finite loss or gradient than this is a problem.
     """
 
-    gpu_underused_percent: float = 60.0
-    input_bound_percent: float = 20.0
+    gpu_underused_percent: float = 60
+    input_bound_percent: float = 20
     loss_min_drop_percent: float = 1.0
     loss_window_steps: int = 500
-    stalled_minutes: float = 30.0
-    memory_percent: float = 90.0
+    stalled_minutes: float = 30
+    memory_percent: float = 90
     max_skipped_steps: int = 10
 
     @classmethod

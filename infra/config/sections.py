@@ -10,6 +10,10 @@ from typing import Any
 
 from infra.instances import INSTANCE_TYPES
 from infra.presets import ModelShape, shape_of
+from infra.training_code import training_module
+
+# train.py's health rules (training/health.py) and their default thresholds, which the alarms use too.
+HEALTH_DEFAULTS = training_module("health").HealthRules()
 
 PLACEHOLDER_ACCOUNT = "123456789012"  # used for synth without credentials; deploy sets the real one
 REGIONS = (
@@ -227,13 +231,13 @@ class ObservabilityConfig:
     profiling_interval_ms: int = 500
     profile_start: int = 20
     profile_steps: int = 5
-    gpu_underused_percent: int = 60
-    input_bound_percent: int = 20
-    loss_min_drop_percent: float = 1.0
-    loss_window_steps: int = 500
-    stalled_minutes: int = 30
-    memory_percent: int = 90
-    max_skipped_steps: int = 10
+    gpu_underused_percent: int = HEALTH_DEFAULTS.gpu_underused_percent
+    input_bound_percent: int = HEALTH_DEFAULTS.input_bound_percent
+    loss_min_drop_percent: float = HEALTH_DEFAULTS.loss_min_drop_percent
+    loss_window_steps: int = HEALTH_DEFAULTS.loss_window_steps
+    stalled_minutes: int = HEALTH_DEFAULTS.stalled_minutes
+    memory_percent: int = HEALTH_DEFAULTS.memory_percent
+    max_skipped_steps: int = HEALTH_DEFAULTS.max_skipped_steps
     alarm_minutes: int = 15
     state_machine_log_level: str = "ALL"
     log_execution_data: bool = True
@@ -241,11 +245,7 @@ class ObservabilityConfig:
 
     def health_rules(self) -> dict[str, float | int]:
         """The thresholds train.py's health rules take (hyperparameter ``health_rules``)."""
-        names = (
-            "gpu_underused_percent", "input_bound_percent", "loss_min_drop_percent", "loss_window_steps",
-            "stalled_minutes", "memory_percent", "max_skipped_steps",
-        )  # fmt: skip
-        return {name: getattr(self, name) for name in names}
+        return {field.name: getattr(self, field.name) for field in dataclasses.fields(HEALTH_DEFAULTS)}
 
 
 @dataclasses.dataclass(frozen=True)
