@@ -7,7 +7,6 @@ step's summary and the estimate's table.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,7 +24,7 @@ def recipe_for(preset: str, global_batch_tokens: int, train_tokens: int, hyperpa
     return training_module("recipe").run_recipe(
         preset_rows()[preset],
         global_batch_tokens=global_batch_tokens,
-        max_steps=math.ceil(train_tokens / global_batch_tokens),  # as requests.training_hyperparameters sets it
+        max_steps=training_module("batch").optimizer_steps(train_tokens, global_batch_tokens),  # as the request
         **values,
     )
 

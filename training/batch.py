@@ -58,3 +58,8 @@ def pipeline_microbatches(accumulation: int, microbatches: int) -> int:
 def global_batch(micro_batch_size: int, sequence_length: int, replicas: int, accumulation: int) -> int:
     """Tokens per optimizer step: e.g. 8 x 2,048 x 8 x 4 = 524,288."""
     return micro_batch_size * sequence_length * replicas * accumulation
+
+
+def optimizer_steps(train_tokens: int, global_batch_tokens: int) -> int:
+    """Steps to a token budget, the last one reaching past it: e.g. 300 B tokens / 1,048,576 a step = 286,103."""
+    return -(-train_tokens // global_batch_tokens)

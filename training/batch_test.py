@@ -1,5 +1,5 @@
 import pytest
-from batch import BatchError, accumulation_steps, global_batch, pipeline_microbatches
+from batch import BatchError, accumulation_steps, global_batch, optimizer_steps, pipeline_microbatches
 
 
 def test_accumulation_reaches_the_global_batch():
@@ -17,3 +17,8 @@ def test_pipeline_passes_divide_the_micro_batches():
         pipeline_microbatches(16, 3)
     with pytest.raises(BatchError):
         pipeline_microbatches(16, -1)
+
+
+def test_optimizer_steps_reach_the_token_budget():
+    assert optimizer_steps(300_000_000_000, 1_048_576) == 286_103  # the last step reaches past 300 B
+    assert optimizer_steps(4096 * 250, 4096) == 250

@@ -7,7 +7,6 @@ Its result lands at ``$.plan`` of the execution; the states read their requests 
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 from infra.aws_limits import aws_limits
@@ -137,7 +136,7 @@ def _summary(inp: WorkflowInput, shape: ModelShape) -> dict[str, Any]:
         "fit": fit.as_dict(),
         "model": f"{train.model_preset}: {shape.n_layer} layers x {shape.d_model} wide = {params / 1e6:,.1f} M params",
         "parameters": params,
-        "steps": math.ceil(train.train_tokens / train.global_batch_tokens),
+        "steps": training_module("batch").optimizer_steps(train.train_tokens, train.global_batch_tokens),
         "recipe": recipe_summary(
             recipe_for(train.model_preset, train.global_batch_tokens, train.train_tokens, inp.hyperparameters)
         ),

@@ -8,7 +8,6 @@ top-level fields of its ``*_FIELDS`` below (an optional one only where it applie
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 from infra.config import SAGEMAKER_MAX_RUN_HOURS
@@ -18,6 +17,7 @@ from infra.plan_step import debugger
 from infra.plan_step.execution_input import WorkflowInput
 from infra.plan_step.metric_definitions import METRIC_DEFINITIONS
 from infra.plan_step.settings import StackSettings
+from infra.training_code import training_module
 
 PROCESSING_FIELDS = (
     "ProcessingJobName",
@@ -243,7 +243,7 @@ def training_hyperparameters(settings: StackSettings, inp: WorkflowInput) -> dic
         "sequence_length": train.sequence_length,
         "global_batch_tokens": train.global_batch_tokens,
         "micro_batch_size": train.micro_batch_size,
-        "max_steps": math.ceil(train.train_tokens / train.global_batch_tokens),
+        "max_steps": training_module("batch").optimizer_steps(train.train_tokens, train.global_batch_tokens),
         "precision": train.precision,
         "recompute": train.recompute,
         "model_parallel_degree": train.model_parallel_degree,
