@@ -6,15 +6,17 @@ import collections
 import multiprocessing
 from collections.abc import Iterable, Iterator
 
+from tokenizers import Tokenizer
+
 from pile.encode import Chunk, ChunkResult, Encoder, EncodeSettings, encode_in_worker, init_worker, single_threaded
 
 
 class SerialRunner:
-    """Encodes in the calling process, on one thread (``--workers 1``)."""
+    """Encodes in the calling process, on one thread (``--workers 1``), with ``tokenizer`` when given."""
 
-    def __init__(self, settings: EncodeSettings):
+    def __init__(self, settings: EncodeSettings, tokenizer: Tokenizer | None = None):
         single_threaded()
-        self._encoder = Encoder(settings)
+        self._encoder = Encoder(settings, tokenizer)
 
     def map(self, chunks: Iterable[Chunk]) -> Iterator[ChunkResult]:
         for chunk in chunks:
@@ -61,6 +63,6 @@ class PoolRunner:
         self._pool.join()
 
 
-def make_runner(settings: EncodeSettings, workers: int) -> SerialRunner | PoolRunner:
-    """A pool for more than one worker, else the serial runner."""
-    return PoolRunner(settings, workers) if workers > 1 else SerialRunner(settings)
+def make_runner(settings: EncodeSettings, workers: int, tokenizer: Tokenizer | None = None) -> SerialRunner | PoolRunner:
+    """A pool for more than one worker, else the serial runner (which reuses ``tokenizer``, when given)."""
+    return PoolRunner(settings, workers) if workers > 1 else SerialRunner(settings, tokenizer)

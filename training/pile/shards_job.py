@@ -18,9 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 from token_shards import SPLITS, TOKENIZER_FILE, Manifest, ShardInfo, sha256_of, token_dtype, write_manifest_part
-from tokenizers import Tokenizer
-
-from pile.bpe import eot_id, tokenizer_file
+from pile.bpe import encoder_from_json, eot_id, tokenizer_file
 from pile.encode import CHUNK_BYTES, EncodeSettings, chunk_records
 from pile.inputs import InputFile, NoDocumentsError, find_inputs
 from pile.packing import SplitWriter, sequences_per_shard
@@ -95,12 +93,12 @@ class ShardsJob:
         path = tokenizer_file(config.tokenizer)
         self.tokenizer_path = path
         self.tokenizer_json = path.read_text()
-        tokenizer = Tokenizer.from_str(self.tokenizer_json)
+        self.tokenizer = encoder_from_json(self.tokenizer_json)  # also the serial runner's: parsed once
         self.manifest = Manifest(
             sequence_length=config.sequence_length,
-            dtype=token_dtype(tokenizer.get_vocab_size()),
-            vocab_size=tokenizer.get_vocab_size(),
-            eot_token_id=eot_id(tokenizer),
+            dtype=token_dtype(self.tokenizer.get_vocab_size()),
+            vocab_size=self.tokenizer.get_vocab_size(),
+            eot_token_id=eot_id(self.tokenizer),
             tokenizer_sha256=sha256_of(path),
             hosts=[config.host],
         )
@@ -187,7 +185,7 @@ class ShardsJob:
             settings = EncodeSettings(
                 self.tokenizer_json, self.manifest.dtype, self.config.validation_fraction, self.config.pile_set_names
             )
-            self._runner = make_runner(settings, self.config.workers)
+            self._runner = make_runner(settings, self.config.workers, self.tokenizer)
         writers = [
             SplitWriter(
                 self.config.output_dir,

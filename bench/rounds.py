@@ -1,0 +1,59 @@
+"""Two measurements taken in alternating rounds, compared round by round.
+
+Each round measures ours and the reference back to back (ours first in even rounds, second in odd ones, so
+that neither always runs on a machine warmed or disturbed by the other), and their ratio is that round's
+figure; the benchmark reports the median round. On a shared 2-core machine the speed of the whole machine drifts by 10%
+or more within a minute: two measurements seconds apart see nearly the same machine, so their ratio moves
+far less than either figure does, and the median ignores the rounds a neighbour disturbed.
+
+    >>> ratio = Ratio([1.31, 1.29, 1.52, 1.30])
+    >>> f"{ratio.median:.2f}"
+    '1.31'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import statistics
+from collections.abc import Callable
+
+
+@dataclasses.dataclass(frozen=True)
+class Ratio:
+    """Per-round ratios (ours / reference, higher is better for ours)."""
+
+    per_round: list[float]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.per_round)
+
+    def __str__(self) -> str:
+        low, high = min(self.per_round), max(self.per_round)
+        return f"{self.median:.3f} (median of {len(self.per_round)} rounds, {low:.3f} to {high:.3f})"
+
+
+def alternate(rounds: int, ours: Callable[[], float], reference: Callable[[], float]) -> tuple[list, list]:
+    """``rounds`` measurements of each, in the order ABBA...; returns (ours, reference) in round order."""
+    mine, theirs = [], []
+    for round_ in range(rounds):
+        if round_ % 2:
+            theirs.append(reference())
+            mine.append(ours())
+        else:
+            mine.append(ours())
+            theirs.append(reference())
+    return mine, theirs
+
+
+def rate_ratio(ours: list[float], reference: list[float]) -> Ratio:
+    """Per-round ratio of two rates (tokens per second: higher is better)."""
+    return Ratio([a / b for a, b in zip(ours, reference, strict=True)])
+
+
+def pin_to_one_core() -> int:
+    """Keeps this process (and threads it starts later) on the last core it may use; returns that core."""
+    core = max(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {core})
+    return core
