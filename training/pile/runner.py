@@ -63,6 +63,8 @@ class PoolRunner:
         self._pool.join()
 
 
-def make_runner(settings: EncodeSettings, workers: int, tokenizer: Tokenizer | None = None) -> SerialRunner | PoolRunner:
+def make_runner(
+    settings: EncodeSettings, workers: int, tokenizer: Tokenizer | None = None
+) -> SerialRunner | PoolRunner:
     """A pool for more than one worker, else the serial runner (which reuses ``tokenizer``, when given)."""
     return PoolRunner(settings, workers) if workers > 1 else SerialRunner(settings, tokenizer)
