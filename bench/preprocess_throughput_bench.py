@@ -1,14 +1,13 @@
 """Preprocessing throughput: end-to-end tokens per second per core against a bare ``tokenizers`` loop.
 
-Both run in this process on the same documents, in alternating rounds (reference, pipeline, reference, ...;
-best round of each): the reference loads the tokenizer and encodes them with ``encode_batch_fast`` (what the
-pipeline calls), so that the difference is what the pipeline adds per byte; the
-pipeline runs ``preprocess.py shards`` in this process (``--workers 1``): reading .jsonl.zst, JSON parsing,
-encoding, packing, TFRecord writing and checksums. The tokenizer runs on one thread in both (RAYON_NUM_THREADS,
-TOKENIZERS_PARALLELISM). Costs are CPU seconds of this process, which a busy neighbour disturbs least; the
-best of several short rounds is the run least disturbed. ``encode_batch`` is timed once, for information.
-A second pipeline run with a process pool measures what the main process (reading, packing, writing) costs per
-GB, which caps one instance's throughput. From the measured rate it sizes a Pile run.
+Both run in this process, pinned to one core, on the same documents: the reference loads the tokenizer and
+encodes them with ``encode_batch_fast`` (what the pipeline calls), so that the difference is what the pipeline
+adds per byte; the pipeline runs ``preprocess.py shards`` in this process (``--workers 1``): reading .jsonl.zst,
+JSON parsing, encoding, packing, TFRecord writing and checksums. The tokenizer runs on one thread in both
+(RAYON_NUM_THREADS, TOKENIZERS_PARALLELISM). Costs are CPU seconds of this process; the two run back to back in
+alternating rounds (``rounds.py``) and the overhead is taken from the median round's ratio. ``encode_batch`` is
+timed once, for information. A second pipeline run with a process pool measures what the main process (reading,
+packing, writing) costs per GB, which caps one instance's throughput. From the measured rate it sizes a Pile run.
 
     .venv/bin/python bench/preprocess_throughput_bench.py [--mb 8] [--rounds 8] [--vocab_size 50257]
 
@@ -23,21 +22,25 @@ os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one core for the reference, as
 os.environ["RAYON_NUM_THREADS"] = "1"
 
 import argparse
+import itertools
 import json
 import math
 import resource
 import shutil
+import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from pile.bpe import encoder_from_json, train_bpe
 from pile.encode import CHUNK_BYTES
 from pile.sample_corpus import stdlib_documents, write_pile
 from pile.shards_job import ShardsConfig, run_shards
+from rounds import alternate, one_core, rate_ratio
 
 MAX_OVERHEAD = 0.10
 PILE_BYTES = 825 * 2**30
@@ -129,33 +132,42 @@ def main() -> int:
             f"trained in {time.perf_counter() - started:.0f} s on {args.tokenizer_mb:.0f} MB: {vocab:,} tokens"
         )
         (work / "tokenizer.json").write_text(tokenizer_json)
-        ref_fast, serial = [], []
-        for round_ in range(args.rounds):
-            ref_fast.append(reference(tokenizer_json, texts, "encode_batch_fast"))
-            serial.append(pipeline(work, work / "tokenizer.json", f"serial{round_}", workers=1))
-            shutil.rmtree(work / f"serial{round_}")
-        ref_batch = [reference(tokenizer_json, texts, "encode_batch")]
+        references, serial, names = [], [], itertools.count()
+
+        def pipeline_rate() -> float:
+            name = f"serial{next(names)}"
+            serial.append(pipeline(work, work / "tokenizer.json", name, workers=1))
+            shutil.rmtree(work / name)
+            return serial[-1]["tokens"] / serial[-1]["main_cpu"]
+
+        def reference_rate() -> float:
+            references.append(reference(tokenizer_json, texts, "encode_batch_fast"))
+            return references[-1][1] / references[-1][0]
+
+        with one_core() as core:
+            ratio = rate_ratio(*alternate(args.rounds, pipeline_rate, reference_rate))
+            batch_cpu, _ = reference(tokenizer_json, texts, "encode_batch")
         pool = pipeline(work, work / "tokenizer.json", "pool", workers=args.pool_workers)
-    fast_cpu, tokens = min(ref_fast)
-    batch_cpu = min(ref_batch)[0]
-    best = min(serial, key=lambda r: r["main_cpu"])
-    assert best["tokens"] == tokens, (best["tokens"], tokens)  # the same work on both sides
-    overhead = best["main_cpu"] / fast_cpu - 1
-    per_core = tokens / best["main_cpu"]
-    bytes_per_cpu_second = text_bytes / best["main_cpu"]
+    tokens = references[0][1]
+    assert {r["tokens"] for r in serial} | {t for _, t in references} == {tokens}  # the same work on both sides
+    fast_cpu = statistics.median(cpu for cpu, _ in references)
+    pipeline_cpu = statistics.median(r["main_cpu"] for r in serial)
+    overhead = 1 / ratio.median - 1  # the median round's: reference rate / pipeline rate - 1
+    bytes_per_cpu_second = text_bytes / pipeline_cpu
     main_bytes_per_second = text_bytes / pool["main_cpu"]
     rows = [
         ("reference encode_batch_fast", tokens / fast_cpu, fast_cpu),
         ("reference encode_batch", tokens / batch_cpu, batch_cpu),
-        ("pipeline, 1 process", per_core, best["main_cpu"]),
+        ("pipeline, 1 process", tokens / pipeline_cpu, pipeline_cpu),
     ]
+    print(f"on core {core}, medians of {args.rounds} rounds:")
     print(f"{'':32}{'tokens/s/core':>15}{'CPU s':>8}")
     for label, rate, cpu in rows:
         print(f"{label:32}{rate:>15,.0f}{cpu:>8.2f}")
-    spread = [r["main_cpu"] / c - 1 for r, (c, _) in zip(serial, ref_fast, strict=True)]
-    print(f"overhead per round (pipeline / the reference before it): {', '.join(f'{o:+.1%}' for o in spread)}")
-    print(f"pipeline overhead on encode_batch_fast (best rounds): {overhead:+.1%} (limit {MAX_OVERHEAD:.0%}); "
-          f"on encode_batch: {best['main_cpu'] / batch_cpu - 1:+.1%}")  # fmt: skip
+    print(f"overhead per round: {', '.join(f'{1 / r - 1:+.1%}' for r in ratio.per_round)}")
+    print(f"pipeline / encode_batch_fast tokens per CPU-s: {ratio}")
+    print(f"pipeline overhead on encode_batch_fast (median round): {overhead:+.1%} (limit {MAX_OVERHEAD:.0%}); "
+          f"on encode_batch: {pipeline_cpu / batch_cpu - 1:+.1%}")  # fmt: skip
     print(f"{text_bytes / tokens:.2f} bytes/token; {bytes_per_cpu_second / 1e6:.2f} MB/s per core end to end")
     print(f"pool of {args.pool_workers}: {tokens / pool['wall']:,.0f} tokens/s wall; main process "
           f"{pool['main_cpu']:.2f} CPU s ({main_bytes_per_second / 1e6:.0f} MB/s ceiling per instance), "

@@ -13,10 +13,11 @@ far less than either figure does, and the median ignores the rounds a neighbour 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,8 +53,15 @@ def rate_ratio(ours: list[float], reference: list[float]) -> Ratio:
     return Ratio([a / b for a, b in zip(ours, reference, strict=True)])
 
 
-def pin_to_one_core() -> int:
-    """Keeps this process (and threads it starts later) on the last core it may use; returns that core."""
-    core = max(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, {core})
-    return core
+@contextlib.contextmanager
+def one_core() -> Iterator[int]:
+    """Keeps this process, and the threads and processes it starts, on the last core it may use; yields the core.
+
+    A single-threaded measurement pinned to one core is not moved between cores (and their caches) mid-run.
+    """
+    cores = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {max(cores)})
+    try:
+        yield max(cores)
+    finally:
+        os.sched_setaffinity(0, cores)
