@@ -1,14 +1,15 @@
-"""Two measurements taken in alternating rounds, compared round by round.
+"""Two or more measurements taken in alternating rounds, compared round by round.
 
-Each round measures ours and the reference back to back (ours first in even rounds, second in odd ones, so
-that neither always runs on a machine warmed or disturbed by the other), and their ratio is that round's
-figure; the benchmark reports the median round. On a shared 2-core machine the speed of the whole machine drifts by 10%
-or more within a minute: two measurements seconds apart see nearly the same machine, so their ratio moves
-far less than either figure does, and the median ignores the rounds a neighbour disturbed.
+Each round measures ours and the reference back to back, ours first in even rounds and second in odd ones
+(ABC CBA for three), so that neither always runs on a machine warmed or disturbed by the other; their ratio
+is that round's figure, and the benchmark reports the median round. On a shared 2-core machine the speed of
+the whole machine drifts by 10% or more within a minute: two measurements seconds apart see nearly the same
+machine, so their ratio moves far less than either figure does, and the median ignores the rounds a
+neighbour disturbed.
 
-    >>> ratio = Ratio([1.31, 1.29, 1.52, 1.30])
+    >>> ratio = Ratio([1.31, 1.29, 1.52, 1.30, 0.95])
     >>> f"{ratio.median:.2f}"
-    '1.31'
+    '1.30'
 """
 
 from __future__ import annotations
@@ -35,17 +36,14 @@ class Ratio:
         return f"{self.median:.3f} (median of {len(self.per_round)} rounds, {low:.3f} to {high:.3f})"
 
 
-def alternate(rounds: int, ours: Callable[[], float], reference: Callable[[], float]) -> tuple[list, list]:
-    """``rounds`` measurements of each, in the order ABBA...; returns (ours, reference) in round order."""
-    mine, theirs = [], []
+def alternate(rounds: int, *measurements: Callable[[], float]) -> list[list[float]]:
+    """``rounds`` results of each measurement, in the order ABC CBA ABC ...; one list per measurement."""
+    results: list[list[float]] = [[] for _ in measurements]
     for round_ in range(rounds):
-        if round_ % 2:
-            theirs.append(reference())
-            mine.append(ours())
-        else:
-            mine.append(ours())
-            theirs.append(reference())
-    return mine, theirs
+        order = list(enumerate(measurements))
+        for index, measure in reversed(order) if round_ % 2 else order:
+            results[index].append(measure())
+    return results
 
 
 def rate_ratio(ours: list[float], reference: list[float]) -> Ratio:
