@@ -69,3 +69,20 @@ def test_model_archive_has_the_layout_the_serving_container_expects(tmp_path):
     assert any(line.startswith("tokenizers==") for line in requirements.splitlines())
     if sys.platform == "linux" and platform.machine() == "x86_64":
         assert "code/lib/tokenizers/__init__.py" in names
+
+
+def test_saved_model_needs_no_xla(tmp_path):
+    """TF Serving runs no XLA-compiled function: on a GPU it fails with 'Could not find compiler for platform
+    CUDA' (tensorflow/serving#2214), on a CPU it needs the experimental --xla_cpu_compilation_enabled flag,
+    which the SageMaker container does not pass. The training step's fused kernels must stay out of the export."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    model = GPT.from_preset("tiny", vocab_size=64, sequence_length=8)
+    tokenizer = tmp_path / "tokenizer.json"
+    tokenizer.write_text("{}")
+    serving = export(model, tmp_path / "model", tokenizer)
+    saved = saved_model_pb2.SavedModel()
+    saved.ParseFromString((serving.path / "saved_model.pb").read_bytes())
+    graph = saved.meta_graphs[0].graph_def
+    compiled = [f.signature.name for f in graph.library.function if f.attr["_XlaMustCompile"].b]
+    assert graph.library.function and compiled == []
