@@ -12,7 +12,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from gpt.layers import DecoderBlock
+from gpt.layers import DecoderBlock, LayerNorm
 from gpt.loss import sparse_cross_entropy
 from gpt.presets import get_preset
 
@@ -88,7 +88,7 @@ class GPT(keras.Model):
             DecoderBlock(d_model, n_head, dropout, n_layer, recompute, seed + 16 * (i + 1), dtype=policy, name=f"h{i}")
             for i in range(n_layer)
         ]
-        self.ln_f = keras.layers.LayerNormalization(epsilon=1e-5, dtype=policy, name="ln_f")
+        self.ln_f = LayerNorm(epsilon=1e-5, dtype=policy, name="ln_f")
         self.seed_generator = keras.random.SeedGenerator(seed, name="embedding_dropout_seed")
         self.build((None, sequence_length))
 
