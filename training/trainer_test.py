@@ -1,10 +1,11 @@
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 from data import open_channel, token_dataset
 from engines import StrategyEngine
 from gpt.model import GPT
-from trainer import PRECISIONS, Trainer, make_optimizer
+from trainer import PRECISIONS, AdamW, Trainer, make_optimizer
 
 from conftest import SEQUENCE_LENGTH, TWO_CPUS
 
@@ -112,3 +113,29 @@ def test_a_batch_of_another_shape_is_refused(dataset_dir):
     _, trainer = build(default_engine(), micro=4)
     with pytest.raises(ValueError, match="batch shape"):
         trainer.train_step(batches(dataset_dir, (1, 1, 8), 1)[0])
+
+
+def graph_apply(optimizer, variables):
+    """``optimizer.apply`` in a graph, as the trainer runs it."""
+    return tf.function(lambda grads: optimizer.apply(grads, variables))
+
+
+def test_adamw_updates_as_keras_adamw_does():
+    """The one-kernel update (ResourceApplyAdam) against Keras' own AdamW: same weights after several steps,
+    with weight decay on the matrix and none on the vector."""
+    rng = np.random.default_rng(0)
+    start = [rng.normal(size=(5, 3)).astype("float32"), rng.normal(size=3).astype("float32")]
+    steps = [[rng.normal(size=w.shape).astype("float32") for w in start] for _ in range(4)]
+    weights = []
+    for optimizer_class in (AdamW, keras.optimizers.AdamW):
+        variables = [keras.Variable(w) for w in start]
+        optimizer = optimizer_class(learning_rate=1e-2, weight_decay=0.1, beta_1=0.9, beta_2=0.95, epsilon=1e-8)
+        optimizer.exclude_from_weight_decay(var_list=variables[1:])
+        optimizer.build(variables)
+        apply = graph_apply(optimizer, variables)
+        for grads in steps:
+            apply([tf.constant(g) for g in grads])
+        weights.append([v.numpy() for v in variables])
+    for ours, keras_ones in zip(*weights, strict=True):
+        np.testing.assert_allclose(ours, keras_ones, rtol=1e-6, atol=1e-7)
+    assert not np.allclose(weights[0][0], start[0])
