@@ -165,7 +165,8 @@ class Trainer:
             grads = [a + b for a, b in zip(grads, micro_grads, strict=True)]
         grads = self.engine.reduce_gradients(grads)
         loss = self.engine.sum_over_replicas(loss)
-        grads = [g / self.loss_scale for g in grads]
+        if self.precision == "fp16":  # elsewhere the scale is 1: dividing would be a pass over every gradient
+            grads = [g / self.loss_scale for g in grads]
         norm = tf.linalg.global_norm(grads)  # NaN or Inf if any gradient is
         if self.grad_clip > 0:
             grads, _ = tf.clip_by_global_norm(grads, self.grad_clip, use_norm=norm)
