@@ -104,7 +104,7 @@ def generate_with_cache(model, prompt_ids, max_new_tokens, temperature, seed, to
         shape_invariants=(
             tf.TensorShape([]),
             tf.TensorShape([None, model.vocab_size]),
-            tf.TensorShape([None, *cache.shape[1:]]),
+            tf.TensorShape([*cache.shape[:3], None, *cache.shape[4:]]),  # the batch is the cache's fourth axis
             tf.TensorShape([None, None]),
         ),
     )

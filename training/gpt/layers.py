@@ -152,9 +152,10 @@ class CausalSelfAttention(keras.layers.Layer):
     def _attend(self, q, k, v, past: tuple | None = None, written=0, seed: tf.Tensor | None = None) -> tf.Tensor:
         """Causal attention of T positions ([B, n_head, T, head_dim] each) -> [B, T, d_model].
 
-        With ``past`` (cached keys and values, [B, n_head, P, head_dim] each, of which the first ``written``
-        are valid), every position also sees those: the scores over the past and over the T new keys are
-        taken apart and share one softmax, so the cached keys and values are read, never copied together.
+        With ``past`` (cached keys and values in buckets, [m, B, n_head, C, head_dim] each: m buckets of C
+        positions, of which the first ``written`` are valid), every position also sees those: the scores over
+        the past and over the T new keys are taken apart and share one softmax, so the cached keys and values
+        are read where they lie, one batched matmul over the buckets, never copied together.
         """
         queries = tf.shape(q)[2]
         scores = tf.cast(tf.matmul(q, k, transpose_b=True), tf.float32)  # [B, n_head, T, T]; softmax in float32
@@ -163,19 +164,24 @@ class CausalSelfAttention(keras.layers.Layer):
             # another pass over the scores (attention forward and backward 2.28 -> 2.17 ms a layer here).
             future = tf.range(queries)[tf.newaxis, :] > tf.range(queries)[:, tf.newaxis]
             scores += tf.where(future, tf.float32.min, 0.0)
+        batch = tf.shape(q)[0]
         if past is not None:
             past_k, past_v = past
-            past_scores = tf.cast(tf.matmul(q, past_k, transpose_b=True), tf.float32)
-            valid = tf.range(tf.shape(past_k)[2]) < written
-            scores = tf.concat([tf.where(valid, past_scores, tf.float32.min), scores], axis=-1)
+            buckets, bucket_size = tf.shape(past_k)[0], tf.shape(past_k)[3]
+            past_scores = tf.matmul(q[tf.newaxis], past_k, transpose_b=True)  # [m, B, n_head, T, C]
+            past_scores = tf.reshape(tf.transpose(past_scores, [1, 2, 3, 0, 4]), [batch, self.n_head, queries, -1])
+            valid = tf.range(buckets * bucket_size) < written
+            scores = tf.concat([tf.where(valid, tf.cast(past_scores, tf.float32), tf.float32.min), scores], axis=-1)
         probs = tf.cast(tf.nn.softmax(scores, axis=-1), q.dtype)
         probs = _dropout(probs, self.dropout, seed, site=1)
         if past is None:
             out = tf.matmul(probs, v)
         else:
-            past_probs, probs = tf.split(probs, [tf.shape(past_k)[2], queries], axis=-1)
-            out = tf.matmul(past_probs, past_v) + tf.matmul(probs, v)
-        out = tf.reshape(tf.transpose(out, [0, 2, 1, 3]), [tf.shape(q)[0], queries, self.d_model])
+            past_probs, probs = tf.split(probs, [buckets * bucket_size, queries], axis=-1)
+            past_probs = tf.reshape(past_probs, [batch, self.n_head, queries, buckets, bucket_size])
+            past_out = tf.matmul(tf.transpose(past_probs, [3, 0, 1, 2, 4]), past_v)  # [m, B, n_head, T, head_dim]
+            out = tf.reduce_sum(past_out, 0) + tf.matmul(probs, v)
+        out = tf.reshape(tf.transpose(out, [0, 2, 1, 3]), [batch, queries, self.d_model])
         return self.proj(out)
 
     def call(self, x: tf.Tensor, seed: tf.Tensor | None = None) -> tf.Tensor:
@@ -188,22 +194,23 @@ class CausalSelfAttention(keras.layers.Layer):
         """Attention of T new positions over the cached keys/values of earlier ones (inference, no dropout).
 
         The T new positions are ``written .. written + T - 1``; they attend to the ``written`` positions
-        before them and to themselves (causally). ``keys`` and ``values`` are a prefix of the cache at least
-        ``written`` long (positions past ``written`` are ignored), so a step costs the positions written so
-        far, not the cache's size. The caller writes the returned keys/values into the cache.
+        before them and to themselves (causally). ``keys`` and ``values`` are the cache's first m buckets of C
+        positions, at least ``written`` positions (those past ``written`` are ignored), so a step costs the
+        positions written so far, not the cache's size. The caller writes the returned keys/values into the
+        cache.
 
         Args:
             x: [B, T, d_model], the new positions' (normalised) inputs.
-            keys: [B, n_head, P, head_dim], cached keys of positions 0 .. P - 1.
-            values: [B, n_head, P, head_dim], their values.
-            written: scalar int32 <= P, how many of them are valid: the position of the first new token.
+            keys: [m, B, n_head, C, head_dim], cached keys of positions 0 .. m C - 1, bucket by bucket.
+            values: [m, B, n_head, C, head_dim], their values.
+            written: scalar int32 <= m C, how many of them are valid: the position of the first new token.
 
         Returns:
             ([B, T, d_model] output, [B, 2, n_head, T, head_dim] the new positions' keys and values).
 
         Example:
             >>> attention = CausalSelfAttention(d_model=64, n_head=2)
-            >>> keys = values = tf.zeros([1, 2, 16, 32])
+            >>> keys = values = tf.zeros([1, 1, 2, 16, 32])
             >>> out, new = attention.call_with_cache(tf.zeros([1, 1, 64]), keys, values, 3)
             >>> out.shape, new.shape
             (TensorShape([1, 1, 64]), TensorShape([1, 2, 2, 1, 32]))
@@ -300,16 +307,16 @@ class DecoderBlock(keras.layers.Layer):
 
         Args:
             x: [B, T, d_model], the residual stream of the new positions.
-            keys, values: [B, n_head, P, head_dim] each, a prefix of this block's cache (see
+            keys, values: [m, B, n_head, C, head_dim] each, the first m buckets of this block's cache (see
                 ``CausalSelfAttention.call_with_cache``).
-            written: scalar int32 <= P, position of the first new token.
+            written: scalar int32 <= m C, position of the first new token.
 
         Returns:
             ([B, T, d_model], [B, 2, n_head, T, head_dim] the new positions' keys and values).
 
         Example:
             >>> block = DecoderBlock(d_model=64, n_head=2)
-            >>> keys = values = tf.zeros([1, 2, 16, 32])
+            >>> keys = values = tf.zeros([1, 1, 2, 16, 32])
             >>> out, new = block.call_with_cache(tf.zeros([1, 1, 64]), keys, values, 4)
             >>> new.shape
             TensorShape([1, 2, 2, 1, 32])

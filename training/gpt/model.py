@@ -34,6 +34,42 @@ def _tied_projection(x: tf.Tensor, embeddings: tf.Tensor):
     return tf.matmul(x, embeddings, transpose_b=True), grad
 
 
+def _all_axes_but(*axes: int, rank: int = 7) -> int:
+    """A strided-slice mask that takes every axis whole except ``axes``."""
+    return sum(1 << axis for axis in range(rank) if axis not in axes)
+
+
+def _write_positions(cache: tf.Tensor, new: tf.Tensor, index: tf.Tensor, length: int | None) -> tf.Tensor:
+    """``cache`` (bucketed, see ``GPT.empty_cache``) with ``new`` ([n_layer, 2, B, n_head, T, head_dim]) at
+    positions ``index .. index + T - 1``; ``length`` is T when known when tracing.
+
+    One token (every generation step) is one in-place update of its slot in its bucket; several (a prompt),
+    perhaps across buckets, rewrite the buckets they touch: laid out by position, updated and put back.
+    """
+    layers, _, _, _, heads, size, head_dim = cache.shape
+    batch = tf.shape(cache)[3]
+    bucket, offset = index // size, index % size
+    update = tf.raw_ops.TensorStridedSliceUpdate
+    if length == 1:
+        begin = tf.stack([0, 0, bucket, 0, 0, offset, 0])
+        mask = _all_axes_but(2, 5)
+        value = new[:, :, tf.newaxis]
+        return update(input=cache, begin=begin, end=begin + 1, strides=tf.ones([7], tf.int32), value=value,
+                      begin_mask=mask, end_mask=mask)  # fmt: skip
+    count = (index + tf.shape(new)[4] - 1) // size - bucket + 1
+    touched = cache[:, :, bucket : bucket + count]  # [n_layer, 2, count, B, n_head, C, head_dim]
+    by_position = tf.reshape(tf.transpose(touched, [0, 1, 3, 4, 2, 5, 6]), [layers, 2, batch, heads, -1, head_dim])
+    begin, end = tf.stack([0, 0, 0, 0, offset, 0]), tf.stack([0, 0, 0, 0, offset + tf.shape(new)[4], 0])
+    mask = _all_axes_but(4, rank=6)
+    by_position = update(input=by_position, begin=begin, end=end, strides=tf.ones([6], tf.int32), value=new,
+                         begin_mask=mask, end_mask=mask)  # fmt: skip
+    touched = tf.reshape(by_position, [layers, 2, batch, heads, count, size, head_dim])
+    begin, end = tf.stack([0, 0, bucket, 0, 0, 0, 0]), tf.stack([0, 0, bucket + count, 0, 0, 0, 0])
+    mask = _all_axes_but(2)
+    return update(input=cache, begin=begin, end=end, strides=tf.ones([7], tf.int32),
+                  value=tf.transpose(touched, [0, 1, 4, 2, 3, 5, 6]), begin_mask=mask, end_mask=mask)  # fmt: skip
+
+
 @keras.saving.register_keras_serializable(package="gpt")
 class GPT(keras.Model):
     """A GPT decoder.
@@ -159,7 +195,11 @@ class GPT(keras.Model):
         return tf.reduce_sum(sparse_cross_entropy(tf.reshape(targets, [-1]), logits))
 
     def empty_cache(self, batch_size: int | tf.Tensor) -> tf.Tensor:
-        """A zero key/value cache for ``call_with_cache``: [B, n_layer, 2, n_head, sequence_length, head_dim].
+        """A zero key/value cache for ``call_with_cache``: [n_layer, 2, buckets, B, n_head, CACHE_BUCKET, head_dim].
+
+        Positions are held in buckets of CACHE_BUCKET (``buckets`` = sequence_length / CACHE_BUCKET, rounded
+        up), each layer's keys, then its values, bucket after bucket in memory, so that the buckets a step
+        reads are one contiguous block of the cache, which TensorFlow slices without copying.
 
         Args:
             batch_size: number of sequences (an int or a scalar tensor).
@@ -167,10 +207,11 @@ class GPT(keras.Model):
         Example:
             >>> model = GPT.from_preset("tiny", vocab_size=512, sequence_length=32)
             >>> model.empty_cache(2).shape
-            TensorShape([2, 2, 2, 2, 32, 32])
+            TensorShape([2, 2, 1, 2, 2, 64, 32])
         """
         head_dim = self.d_model // self.n_head
-        shape = [batch_size, self.n_layer, 2, self.n_head, self.sequence_length, head_dim]
+        buckets = -(-self.sequence_length // CACHE_BUCKET)
+        shape = [self.n_layer, 2, buckets, batch_size, self.n_head, CACHE_BUCKET, head_dim]
         return tf.zeros(shape, self.compute_dtype)
 
     def call_with_cache(
@@ -184,7 +225,7 @@ class GPT(keras.Model):
 
         Args:
             token_ids: [B, T] int32, the new tokens.
-            cache: [B, n_layer, 2, n_head, sequence_length, head_dim], from ``empty_cache`` or a previous call.
+            cache: from ``empty_cache`` or a previous call.
             cache_update_index: scalar int32, position of the first new token.
 
         Returns:
@@ -197,29 +238,27 @@ class GPT(keras.Model):
             >>> logits.shape
             TensorShape([1, 1, 512])
         """
-        cache_update_index = tf.convert_to_tensor(cache_update_index, tf.int32)
+        index = tf.convert_to_tensor(cache_update_index, tf.int32)
         length = tf.shape(token_ids)[1]
-        x = self.token_embedding(token_ids) + self.position_embedding(cache_update_index + tf.range(length))[None]
-        # The blocks read the cache's first positions up to a multiple of CACHE_BUCKET at or above those
-        # written: the cost follows the tokens written, and the attention's shapes repeat (one XLA program per
-        # bucket, were the step compiled; on this CPU buckets of 1 to 128 positions ran equally fast).
-        prefix = tf.minimum(-(-cache_update_index // CACHE_BUCKET) * CACHE_BUCKET, self.sequence_length)
+        x = self.token_embedding(token_ids) + self.position_embedding(index + tf.range(length))[None]
+        # The blocks read the buckets holding the positions written so far: the cost follows the tokens
+        # written, and the attention's shapes repeat (one XLA program per bucket count, were the step compiled).
+        # Viewed as [n_layer * 2 * buckets, ...], a layer's keys (or values) are a range of the first axis,
+        # which TensorFlow slices without a copy (a copied prefix cost a generation step about a quarter).
+        layers, _, buckets = cache.shape[:3]
+        read = -(-index // CACHE_BUCKET)
+        flat = tf.reshape(cache, [layers * 2 * buckets, *tf.unstack(tf.shape(cache)[3:])])
         written = []  # each block's keys/values of the new positions: [B, 2, n_head, T, head_dim]
         for i, block in enumerate(self.blocks):
-            x, new = block.call_with_cache(
-                x, cache[:, i, 0, :, :prefix], cache[:, i, 1, :, :prefix], cache_update_index
-            )
+            keys, values = (flat[(2 * i + kv) * buckets : (2 * i + kv) * buckets + read] for kv in (0, 1))
+            x, new = block.call_with_cache(x, keys, values, index)
             written.append(new)
         logits = self.logits(x)
-        # Write them at positions index .. index + T - 1, in place once every block has read the cache (the
-        # rest of the cache is not copied when nothing else holds it, as in the generation loop).
+        # Written in place once every block has read the cache (the cache is not copied when nothing else holds
+        # it, as in the generation loop).
         with tf.control_dependencies([logits]):
-            begin = tf.stack([0, 0, 0, 0, cache_update_index, 0])
-            end = tf.stack([0, 0, 0, 0, cache_update_index + length, 0])
-            cache = tf.raw_ops.TensorStridedSliceUpdate(
-                input=cache, begin=begin, end=end, strides=tf.ones([6], tf.int32), value=tf.stack(written, axis=1),
-                begin_mask=0b101111, end_mask=0b101111,
-            )  # fmt: skip
+            new = tf.transpose(tf.stack(written), [0, 2, 1, 3, 4, 5])  # [n_layer, 2, B, n_head, T, head_dim]
+            cache = _write_positions(cache, new, index, token_ids.shape[1])
         return logits, cache
 
     def seed_state_variables(self) -> list:
