@@ -145,7 +145,9 @@ class CausalSelfAttention(keras.layers.Layer):
         """[B, T, d] -> q (scaled by 1 / sqrt(head_dim)), k, v, each [B, n_head, T, head_dim]."""
         batch, length = tf.shape(x)[0], tf.shape(x)[1]
         head_dim = self.d_model // self.n_head
-        qkv = tf.reshape(self.qkv(x), [batch, length, 3, self.n_head, head_dim])
+        # Dense layers on [B·T, d] rows, here and for the output: a MatMul and a BiasAdd, where a 3-D input adds a
+        # Tensordot's seven shape operations, which a generation step (all small operations) pays for.
+        qkv = tf.reshape(self.qkv(tf.reshape(x, [-1, self.d_model])), [batch, length, 3, self.n_head, head_dim])
         q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]))
         return q * tf.cast(1 / math.sqrt(head_dim), q.dtype), k, v  # scaling q costs T·d, the scores T²
 
@@ -181,8 +183,8 @@ class CausalSelfAttention(keras.layers.Layer):
             past_probs = tf.reshape(past_probs, [batch, self.n_head, queries, buckets, bucket_size])
             past_out = tf.matmul(tf.transpose(past_probs, [3, 0, 1, 2, 4]), past_v)  # [m, B, n_head, T, head_dim]
             out = tf.reduce_sum(past_out, 0) + tf.matmul(probs, v)
-        out = tf.reshape(tf.transpose(out, [0, 2, 1, 3]), [batch, queries, self.d_model])
-        return self.proj(out)
+        out = tf.reshape(tf.transpose(out, [0, 2, 1, 3]), [-1, self.d_model])
+        return tf.reshape(self.proj(out), [batch, queries, self.d_model])
 
     def call(self, x: tf.Tensor, seed: tf.Tensor | None = None) -> tf.Tensor:
         q, k, v = self._heads(x)
