@@ -9,7 +9,7 @@ alternating rounds (``rounds.py``) and the overhead is taken from the median rou
 timed once, for information. A second pipeline run with a process pool measures what the main process (reading,
 packing, writing) costs per GB, which caps one instance's throughput. From the measured rate it sizes a Pile run.
 
-    .venv/bin/python bench/preprocess_throughput_bench.py [--mb 8] [--rounds 8] [--vocab_size 50257]
+    .venv/bin/python bench/preprocess_throughput_bench.py [--mb 8] [--rounds 16] [--vocab_size 50257]
 
 Exits 1 when reading, packing and writing (everything but tokenization) cost more than 10% on top of it.
 """
@@ -113,7 +113,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mb", type=float, default=8.0, help="text each round processes, MB")
     parser.add_argument("--tokenizer_mb", type=float, default=6.0, help="text the tokenizer is trained on, MB")
-    parser.add_argument("--rounds", type=int, default=8, help="alternating rounds of reference and pipeline")
+    parser.add_argument("--rounds", type=int, default=16, help="alternating rounds of reference and pipeline")
     parser.add_argument("--vocab_size", type=int, default=50257)
     parser.add_argument("--pool_workers", type=int, default=len(os.sched_getaffinity(0)))
     args = parser.parse_args()
