@@ -36,7 +36,8 @@ class AdamW(keras.optimizers.AdamW):
 
     one pass over (g, m, v, w) instead of Keras' nine element-wise operations, each a pass (the 4-layer bench
     model's step, under the profiler: about 10 ms of optimizer operations -> 5 ms on this CPU, 3.7 ms of it the
-    Adam kernels; on a GPU, one kernel launch per variable instead of nine). Weight decay stays Keras' (``w ← w - lr λ w`` before the update).
+    Adam kernels; on a GPU, one kernel launch per variable instead of nine). Weight decay stays Keras'
+    (``w ← w - lr λ w`` before the update).
     """
 
     def _all_reduce_sum_gradients(self, grads_and_vars):
