@@ -41,7 +41,7 @@ def _all_axes_but(*axes: int, rank: int = 7) -> int:
 
 def _write_positions(cache: tf.Tensor, new: tf.Tensor, index: tf.Tensor, length: int | None) -> tf.Tensor:
     """``cache`` (bucketed, see ``GPT.empty_cache``) with ``new`` ([n_layer, 2, B, n_head, T, head_dim]) at
-    positions ``index .. index + T - 1``; ``length`` is T when known when tracing.
+    positions ``index .. index + T - 1``; ``length`` is T where the trace knows it (1: the one-token path).
 
     One token (every generation step) is one in-place update of its slot in its bucket; several (a prompt),
     perhaps across buckets, rewrite the buckets they touch: laid out by position, updated and put back.
