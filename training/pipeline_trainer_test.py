@@ -127,6 +127,8 @@ def test_adamw_and_gradient_buffers_stay_on_their_stages_devices():
     ]
     assert arithmetic and all(op.device for op in arithmetic), [op.name for op in arithmetic if not op.device]
     assert {op.device[-5:] for op in arithmetic} == {"CPU:0", "CPU:1"}
+    adam = [op for op in graph.get_operations() if op.type == "ResourceApplyAdam"]  # each variable's update kernel
+    assert len(adam) == len(model.trainable_variables) and {op.device[-5:] for op in adam} == {"CPU:0", "CPU:1"}
 
 
 def test_microbatches_must_divide_the_steps_micro_batches():
