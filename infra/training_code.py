@@ -8,6 +8,7 @@ modules that import nothing but the standard library (and each other not at all)
     recipe.py         the learning-rate recipe and its departures from the preset's
     gpt/presets.py    the presets table (presets.json) and the per-block parameter formula
     health.py         the training health rules' thresholds and their defaults
+    gpt/pipeline/balance.py   the split of a model's blocks into pipeline stages
 
 infra loads each by path under a private name (``training_code.hparams`` ...), so nothing of training/
 lands on ``sys.path`` and synthesis never imports TensorFlow. The Plan function's bundle carries these
@@ -29,6 +30,7 @@ SHARED_MODULES = {
     "recipe": "recipe.py",
     "presets": "gpt/presets.py",
     "health": "health.py",
+    "balance": "gpt/pipeline/balance.py",
 }
 SHARED_FILES = (*SHARED_MODULES.values(), "gpt/presets.json")
 

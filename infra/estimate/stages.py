@@ -1,7 +1,8 @@
 """Which blocks each pipeline stage holds: the training package's partition (``training/gpt/pipeline/partition.py``).
 
-The same arithmetic, kept here because the estimate runs where ``training/`` is not shipped (the workflow's Plan
-Lambda function); ``stages_test.py`` checks that the two agree on every preset and stage count.
+The split is training's own ``gpt/pipeline/balance.py``, loaded by path (the estimate also runs in the workflow's
+Plan Lambda function, where TensorFlow is not); ``stages_test.py`` checks that both agree on every preset and
+stage count.
 
     stage 0       token + position embeddings and the first blocks
     stage K - 1   the last blocks and the final LayerNorm (the output projection reuses stage 0's embedding)
@@ -14,35 +15,7 @@ parameters (one device: 1,316 M).
 from __future__ import annotations
 
 from infra.presets import ModelShape, block_parameters
-
-
-def balanced_runs(weights: list[int], stages: int) -> list[range]:
-    """Contiguous, non-empty runs of ``weights``: least heaviest run, then least sum of squares, then later runs
-    lighter (dynamic programming over "the first j weights in k runs")."""
-    n = len(weights)
-    if not 1 <= stages <= n:
-        raise ValueError(f"cannot split {n} blocks into {stages} non-empty stages")
-    prefix = [0]
-    for weight in weights:
-        prefix.append(prefix[-1] + weight)
-    best: list[list[tuple[tuple[int, int], int] | None]] = [[None] * (n + 1) for _ in range(stages + 1)]
-    best[0][0] = ((0, 0), 0)
-    for k in range(1, stages + 1):
-        for j in range(k, n + 1):
-            for i in range(k - 1, j):
-                if best[k - 1][i] is None:
-                    continue
-                (heaviest, squares), _ = best[k - 1][i]
-                run = prefix[j] - prefix[i]
-                cost = (max(heaviest, run), squares + run * run)
-                if best[k][j] is None or cost <= best[k][j][0]:
-                    best[k][j] = (cost, i)
-    runs, end = [], n
-    for k in range(stages, 0, -1):
-        start = best[k][end][1]
-        runs.append(range(start, end))
-        end = start
-    return runs[::-1]
+from infra.training_code import training_module
 
 
 def stage_layers(shape: ModelShape, vocab_size: int, sequence_length: int, stages: int) -> list[int]:
@@ -50,7 +23,7 @@ def stage_layers(shape: ModelShape, vocab_size: int, sequence_length: int, stage
     weights = [block_parameters(shape.d_model)] * shape.n_layer
     weights[0] += (vocab_size + sequence_length) * shape.d_model
     weights[-1] += 2 * shape.d_model
-    return [len(run) for run in balanced_runs(weights, stages)]
+    return [len(run) for run in training_module("balance").balanced_runs(weights, stages)]
 
 
 def stage_parameters(shape: ModelShape, vocab_size: int, sequence_length: int, stages: int) -> list[int]:
