@@ -13,54 +13,54 @@ def notify_success(
     scope: Construct, topic: sns.ITopic, debugger: bool, notify_failure: sfn.IChainable
 ) -> sfn.IChainable:
     """The success e-mail: model, metrics, times, checkpoints and reports."""
-    publish = tasks.SnsPublish(
+    publish = _publish(
         scope,
         "NotifySuccess",
-        topic=topic,
-        result_path=sfn.JsonPath.DISCARD,
-        subject="GPT pre-training succeeded",
-        message=sfn.TaskInput.from_text(
-            sfn.JsonPath.format(
-                "Execution {} succeeded. Model: {}. Final metrics: {}. Training time: {} s (billed {} s). "
-                "Checkpoints: {}. Training report (health verdicts and plots): {}"
-                + (". Debugger profiler report: {}" if debugger else ""),
-                sfn.JsonPath.execution_name,
-                sfn.JsonPath.string_at("$.training.Job.ModelArtifacts.S3ModelArtifacts"),
-                sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.training.Job.FinalMetricDataList")),
-                sfn.JsonPath.string_at("$.training.Job.TrainingTimeInSeconds"),
-                sfn.JsonPath.string_at("$.training.Job.BillableTimeInSeconds"),
-                sfn.JsonPath.string_at("$.plan.checkpoint_uri"),
-                sfn.JsonPath.string_at("$.plan.training_report_uri"),
-                *([sfn.JsonPath.string_at("$.plan.profiler_report_uri")] if debugger else []),
-            )
-        ),
+        topic,
+        "GPT pre-training succeeded",
+        "Execution {} succeeded. Model: {}. Final metrics: {}. Training time: {} s (billed {} s). "
+        "Checkpoints: {}. Training report (health verdicts and plots): {}"
+        + (". Debugger profiler report: {}" if debugger else ""),
+        sfn.JsonPath.execution_name,
+        sfn.JsonPath.string_at("$.training.Job.ModelArtifacts.S3ModelArtifacts"),
+        sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.training.Job.FinalMetricDataList")),
+        sfn.JsonPath.string_at("$.training.Job.TrainingTimeInSeconds"),
+        sfn.JsonPath.string_at("$.training.Job.BillableTimeInSeconds"),
+        sfn.JsonPath.string_at("$.plan.checkpoint_uri"),
+        sfn.JsonPath.string_at("$.plan.training_report_uri"),
+        *([sfn.JsonPath.string_at("$.plan.profiler_report_uri")] if debugger else []),
     )
-    _retry_publish(publish)
     publish.add_catch(notify_failure, result_path="$.error")
     return publish
 
 
 def notify_failure(scope: Construct, topic: sns.ITopic) -> sfn.IChainable:
     """The failure e-mail (``$.error``'s name and cause), then the Fail state."""
-    publish = tasks.SnsPublish(
+    publish = _publish(
         scope,
         "NotifyFailure",
-        topic=topic,
-        result_path=sfn.JsonPath.DISCARD,
-        subject="GPT pre-training failed",
-        message=sfn.TaskInput.from_text(
-            sfn.JsonPath.format(
-                "Execution {} failed. Error: {}. Cause: {}",
-                sfn.JsonPath.execution_name,
-                sfn.JsonPath.string_at("$.error.Error"),
-                sfn.JsonPath.string_at("$.error.Cause"),
-            )
-        ),
+        topic,
+        "GPT pre-training failed",
+        "Execution {} failed. Error: {}. Cause: {}",
+        sfn.JsonPath.execution_name,
+        sfn.JsonPath.string_at("$.error.Error"),
+        sfn.JsonPath.string_at("$.error.Cause"),
     )
-    _retry_publish(publish)
     return publish.next(sfn.Fail(scope, "Failed", error_path="$.error.Error", cause_path="$.error.Cause"))
 
 
-def _retry_publish(state: tasks.SnsPublish) -> None:
-    """A failed publish (throttled, SNS or KMS unavailable) is tried again: a duplicate e-mail beats a lost one."""
-    state.add_retry(errors=["States.TaskFailed"], interval=cdk.Duration.seconds(2), max_attempts=3, backoff_rate=2)
+def _publish(
+    scope: Construct, state_id: str, topic: sns.ITopic, subject: str, text: str, *paths: str
+) -> tasks.SnsPublish:
+    """A publish of ``text`` with ``paths`` filled in. A failed one (throttled, SNS or KMS unavailable) is tried
+    again: a duplicate e-mail beats a lost one."""
+    publish = tasks.SnsPublish(
+        scope,
+        state_id,
+        topic=topic,
+        result_path=sfn.JsonPath.DISCARD,
+        subject=subject,
+        message=sfn.TaskInput.from_text(sfn.JsonPath.format(text, *paths)),
+    )
+    publish.add_retry(errors=["States.TaskFailed"], interval=cdk.Duration.seconds(2), max_attempts=3, backoff_rate=2)
+    return publish
