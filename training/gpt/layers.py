@@ -145,8 +145,11 @@ class CausalSelfAttention(keras.layers.Layer):
         head_dim = self.d_model // self.n_head
         # Dense layers on [B·T, d] rows, here and for the output: a MatMul and a BiasAdd, where a 3-D input adds a
         # Tensordot's seven shape operations, which a generation step (all small operations) pays for.
-        qkv = tf.reshape(self.qkv(tf.reshape(x, [-1, self.d_model])), [batch, length, 3, self.n_head, head_dim])
-        q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]))
+        qkv = self.qkv(tf.reshape(x, [-1, self.d_model]))
+        if x.shape[1] == 1:  # one position (a generation step): [B, 3d] is [B, 3, n_head, 1, head_dim] as it lies
+            q, k, v = tf.unstack(tf.reshape(qkv, [-1, 3, self.n_head, 1, head_dim]), axis=1)
+        else:
+            q, k, v = tf.unstack(tf.transpose(tf.reshape(qkv, [batch, length, 3, self.n_head, head_dim]), [2, 0, 3, 1, 4]))
         return q * tf.cast(1 / math.sqrt(head_dim), q.dtype), k, v  # scaling q costs T·d, the scores T²
 
     def _attend(self, q, k, v, past: tuple | None = None, written=0, seed: tf.Tensor | None = None) -> tf.Tensor:
@@ -184,6 +187,27 @@ class CausalSelfAttention(keras.layers.Layer):
         out = tf.reshape(tf.transpose(out, [0, 2, 1, 3]), [-1, self.d_model])
         return tf.reshape(self.proj(out), [batch, queries, self.d_model])
 
+    def _attend_one(self, q, k, v, past: tuple, written) -> tf.Tensor:
+        """``_attend`` for one new position (a generation step), q, k, v [B, n_head, 1, head_dim] -> [B, 1, d_model].
+
+        The same softmax written out for one query, so that the scores over the cached buckets stay in the
+        buckets' layout ([m, B, n_head, 1, C]) and the new position's own score and value are elementwise
+        products: no transposes, no concatenation and split of the scores, two batched matmuls instead of four.
+        """
+        past_k, past_v = past
+        buckets, size = tf.shape(past_k)[0], tf.shape(past_k)[3]
+        f32 = tf.float32
+        past_scores = tf.cast(tf.matmul(q[tf.newaxis], past_k, transpose_b=True), f32)  # [m, B, n_head, 1, C]
+        unwritten = tf.where(tf.range(buckets * size) < written, 0.0, f32.min)  # selected on [m C], then added
+        past_scores += tf.reshape(unwritten, [buckets, 1, 1, 1, size])
+        own_score = tf.reduce_sum(tf.cast(q, f32) * tf.cast(k, f32), -1, keepdims=True)  # [B, n_head, 1, 1]
+        top = tf.maximum(tf.reduce_max(past_scores, [0, 4], keepdims=True), own_score)  # [1, B, n_head, 1, 1]
+        past_weights, own_weight = tf.exp(past_scores - top), tf.exp(own_score - top[0])
+        total = tf.reduce_sum(past_weights, [0, 4], keepdims=True) + own_weight
+        past_probs, own_prob = tf.cast(past_weights / total, v.dtype), tf.cast(own_weight / total[0], v.dtype)
+        out = tf.reduce_sum(tf.matmul(past_probs, past_v), 0) + own_prob * v  # [B, n_head, 1, head_dim]
+        return tf.reshape(self.proj(tf.reshape(out, [-1, self.d_model])), [-1, 1, self.d_model])
+
     def call(self, x: tf.Tensor, seed: tf.Tensor | None = None) -> tf.Tensor:
         q, k, v = self._heads(x)
         return self._attend(q, k, v, seed=seed)
@@ -216,7 +240,8 @@ class CausalSelfAttention(keras.layers.Layer):
             (TensorShape([1, 1, 64]), TensorShape([1, 2, 2, 1, 32]))
         """
         q, k, v = self._heads(x)
-        return self._attend(q, k, v, (keys, values), written), tf.stack([k, v], axis=1)
+        attend = self._attend_one if x.shape[1] == 1 else self._attend
+        return attend(q, k, v, (keys, values), written), tf.stack([k, v], axis=1)
 
     def get_config(self) -> dict:
         return {

@@ -247,7 +247,7 @@ class GPT(keras.Model):
         # which TensorFlow slices without a copy (a copied prefix cost a generation step about a quarter).
         layers, _, buckets = cache.shape[:3]
         read = -(-index // CACHE_BUCKET)
-        flat = tf.reshape(cache, [layers * 2 * buckets, *tf.unstack(tf.shape(cache)[3:])])
+        flat = tf.reshape(cache, [layers * 2 * buckets, -1, *cache.shape[4:]])  # -1: the batch
         written = []  # each block's keys/values of the new positions: [B, 2, n_head, T, head_dim]
         for i, block in enumerate(self.blocks):
             keys, values = (flat[(2 * i + kv) * buckets : (2 * i + kv) * buckets + read] for kv in (0, 1))
