@@ -61,7 +61,8 @@ def test_cached_greedy_in_the_graph_matches_the_step_by_step_loop_without_cache(
 def test_a_one_token_prompt_is_a_generation_step_over_an_empty_cache(model):
     prompt = np.array([[7], [9]], np.int32)
     traced = tf.function(lambda p, n: generate(model, p, n, tf.constant(0.0), tf.constant(0)))
-    np.testing.assert_array_equal(traced(tf.constant(prompt), tf.constant(6)).numpy(), reference_greedy(model, prompt, 6))
+    out = traced(tf.constant(prompt), tf.constant(6)).numpy()
+    np.testing.assert_array_equal(out, reference_greedy(model, prompt, 6))
 
 
 def test_past_the_context_the_window_slides_without_cache(model):

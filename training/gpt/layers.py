@@ -149,7 +149,8 @@ class CausalSelfAttention(keras.layers.Layer):
         if x.shape[1] == 1:  # one position (a generation step): [B, 3d] is [B, 3, n_head, 1, head_dim] as it lies
             q, k, v = tf.unstack(tf.reshape(qkv, [-1, 3, self.n_head, 1, head_dim]), axis=1)
         else:
-            q, k, v = tf.unstack(tf.transpose(tf.reshape(qkv, [batch, length, 3, self.n_head, head_dim]), [2, 0, 3, 1, 4]))
+            qkv = tf.reshape(qkv, [batch, length, 3, self.n_head, head_dim])
+            q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]))
         return q * tf.cast(1 / math.sqrt(head_dim), q.dtype), k, v  # scaling q costs T·d, the scores T²
 
     def _attend(self, q, k, v, past: tuple | None = None, written=0, seed: tf.Tensor | None = None) -> tf.Tensor:
