@@ -60,7 +60,7 @@ def main() -> int:
     parser.add_argument("--prompt", type=int, default=16, help="prompt tokens")
     parser.add_argument("--new", type=int, default=256, help="tokens generated per call")
     parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--cached_calls", type=int, default=8, help="calls of a cached loop per measurement")
     parser.add_argument("--threads", type=int, default=1, help="threads per operation")
     a = parser.parse_args()
