@@ -18,16 +18,12 @@ import tensorflow as tf
 _GELU_C = math.sqrt(2 / math.pi)
 
 
-def _tanh_part(x32: tf.Tensor) -> tf.Tensor:
-    return tf.tanh(_GELU_C * (x32 + 0.044715 * x32 * x32 * x32))
-
-
 @tf.function(jit_compile=True)
 def _gelu_and_slope(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """One fused pass (XLA), in float32: y = x/2 (1 + t) and its derivative
     dy/dx = (1 + t)/2 + x/2 (1 - t²) c (1 + 3 · 0.044715 x²), t = tanh(c (x + 0.044715 x³)), c = sqrt(2 / pi)."""
     x32 = tf.cast(x, tf.float32)
-    t = _tanh_part(x32)
+    t = tf.tanh(_GELU_C * (x32 + 0.044715 * x32 * x32 * x32))
     slope = 0.5 * (1 + t) + 0.5 * x32 * (1 - t * t) * _GELU_C * (1 + 3 * 0.044715 * x32 * x32)
     return tf.cast(0.5 * x32 * (1 + t), x.dtype), tf.cast(slope, x.dtype)
 
