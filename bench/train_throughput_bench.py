@@ -4,10 +4,12 @@ Both models run through the same ``trainer.Trainer`` step (AdamW, clipping, the 
 each model computes its loss: keras-hub's as GPT2CausalLM does, logits then TensorFlow's sparse
 cross-entropy; ours through ``GPT.loss_sum``) on the same random token batches, in this process, float32
 then mixed bfloat16, in alternating rounds (ours, theirs, theirs, ours ...) so that a busy neighbour on
-the machine slows both alike. TensorFlow's threads are pinned (``--threads`` per operation, 1 by default;
-one operation at a time, as a GPU stream runs them) and the time is the process's CPU time, which a busy
-neighbour disturbs least. The figure is training tokens per CPU-second; the ratio is ours / keras-hub,
-taken round by round (``rounds.py``: ABBA order) and reported as the median round, with the range.
+the machine slows both alike. TensorFlow's threads are fixed (``--threads`` per operation, 1 by default; one
+operation at a time, as a GPU stream runs them) and, with one thread, kept on one core (``rounds.one_core``, set
+before TensorFlow starts them: in 16-round runs the slowest round read 1.206 pinned, 1.177 and 1.194 not), and
+the time is the process's CPU time, which a busy neighbour disturbs least. The figure is training tokens per
+CPU-second; the ratio is ours / keras-hub, taken round by round (``rounds.py``: ABBA order) and reported as the
+median round, with the range.
 
     .venv/bin/python bench/train_throughput_bench.py [--layers 4 --width 256 --heads 4 --context 128 --batch 8]
 
@@ -34,7 +36,7 @@ import numpy as np
 import tensorflow as tf
 from engines import StrategyEngine
 from gpt.model import GPT
-from rounds import Ratio, alternate, rate_ratio
+from rounds import Ratio, alternate, one_core, rate_ratio
 from trainer import PRECISIONS, Trainer, make_optimizer
 
 GOAL = 1.2
@@ -107,10 +109,17 @@ def main() -> int:
     parser.add_argument("--vocab", type=int, default=8192)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--steps", type=int, default=5, help="timed steps per round")
-    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=16)
     parser.add_argument("--threads", type=int, default=1, help="threads per operation")
     parser.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], choices=list(PRECISIONS))
     a = parser.parse_args()
+    if a.threads > 1:  # several threads per operation need as many cores
+        return run(a, "unpinned")
+    with one_core() as core:
+        return run(a, f"on core {core}")
+
+
+def run(a: argparse.Namespace, placement: str) -> int:
     tf.config.threading.set_intra_op_parallelism_threads(a.threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
 
@@ -120,7 +129,8 @@ def main() -> int:
     batches = [tf.constant(rng.integers(0, a.vocab, [1, 1, a.batch, a.context + 1]), tf.int32) for _ in range(a.steps)]
     print(
         f"shape: {a.layers} layers x {a.width} wide, {a.heads} heads, context {a.context}, vocab {a.vocab}, "
-        f"batch {a.batch}; {a.threads} threads per operation; {a.rounds} alternating rounds of {a.steps} steps"
+        f"batch {a.batch}; {a.threads} threads per operation {placement}; {a.rounds} alternating rounds of "
+        f"{a.steps} steps"
     )
     medians = []
     for precision in a.precisions:
