@@ -33,17 +33,13 @@ class PlacedAdamW(AdamW):
     TensorFlow's placer then puts it on device 0 and copies every stage's weights, moments and gradients there.
     """
 
-    def update_step(self, gradient, variable, learning_rate):
+    def _update(self, variable, gradient, scalars):
         with tf.device(variable_device(variable)):
-            super().update_step(gradient, variable, learning_rate)
+            super()._update(variable, gradient, scalars)
 
-    def _apply_weight_decay(self, variables):
-        by_device: dict[str, list] = {}
-        for variable in variables:
-            by_device.setdefault(variable_device(variable), []).append(variable)
-        for device, group in by_device.items():
-            with tf.device(device):
-                super()._apply_weight_decay(group)
+    def _decay(self, variable, keep):
+        with tf.device(variable_device(variable)):
+            super()._decay(variable, keep)
 
 
 def make_pipeline_optimizer(model: PipelinedGPT, learning_rate, **kwargs) -> PlacedAdamW:

@@ -5,6 +5,7 @@ import tensorflow as tf
 from data import open_channel, token_dataset
 from engines import StrategyEngine
 from gpt.model import GPT
+from schedule import WarmupCosine
 from trainer import PRECISIONS, AdamW, Trainer, make_optimizer
 
 from conftest import SEQUENCE_LENGTH, TWO_CPUS
@@ -121,15 +122,17 @@ def graph_apply(optimizer, variables):
 
 
 def test_adamw_updates_as_keras_adamw_does():
-    """The one-kernel update (ResourceApplyAdam) against Keras' own AdamW: same weights after several steps,
-    with weight decay on the matrix and none on the vector."""
+    """The one-kernel update (ResourceApplyAdam), its scalars once a step, against Keras' own AdamW: same
+    weights after several steps of a learning-rate schedule, with weight decay on the matrix and none on the
+    vector."""
     rng = np.random.default_rng(0)
     start = [rng.normal(size=(5, 3)).astype("float32"), rng.normal(size=3).astype("float32")]
     steps = [[rng.normal(size=w.shape).astype("float32") for w in start] for _ in range(4)]
     weights = []
     for optimizer_class in (AdamW, keras.optimizers.AdamW):
         variables = [keras.Variable(w) for w in start]
-        optimizer = optimizer_class(learning_rate=1e-2, weight_decay=0.1, beta_1=0.9, beta_2=0.95, epsilon=1e-8)
+        schedule = WarmupCosine(peak=1e-2, warmup_steps=2, decay_steps=4, min_ratio=0.1)
+        optimizer = optimizer_class(learning_rate=schedule, weight_decay=0.1, beta_1=0.9, beta_2=0.95, epsilon=1e-8)
         optimizer.exclude_from_weight_decay(var_list=variables[1:])
         optimizer.build(variables)
         apply = graph_apply(optimizer, variables)
