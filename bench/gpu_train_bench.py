@@ -13,7 +13,11 @@ seconds are listed as skipped, so it ends within ten minutes on one H200 (989 TF
     .venv/bin/python bench/gpu_train_bench.py --smoke  # the same path on this CPU at a toy size
 
 Exits 1 when a case fails (out of memory included) or the estimate's memory figure is off by more than 25%
-(GPU runs only).
+(GPU runs only); exits 2 before any case when the machine has a GPU (nvidia-smi) that this Python's TensorFlow
+cannot use, naming the fix. The stock TensorFlow 2.21 training image (SageMaker's DLC, the training jobs'
+image) has what it needs; this workplace's lent H200 does not: its image holds PyTorch and JAX, no TensorFlow,
+and nothing larger than 64 MiB can be carried to it (the GPU build of TensorFlow is several hundred MB, plus
+its CUDA 12 libraries), so there it stops at that check.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -41,6 +46,8 @@ DEVICE = INSTANCE_TYPES["ml.p5e.48xlarge"]  # one H200 of it
 MEMORY_TOLERANCE = 0.25
 GPU_SIZES = {"presets": ["gpt3-125m", "gpt3-350m", "gpt3-1.3b"], "context": 2048, "vocab": 50257, "steps": 8}
 SMOKE_SIZES = {"presets": ["tiny"], "context": 128, "vocab": 512, "steps": 3}
+# The TensorFlow this project pins (requirements-dev.txt's tensorflow-cpu), the training image's version too.
+TENSORFLOW_VERSION = re.search(r"^tensorflow-cpu==(\S+)", (ROOT / "requirements-dev.txt").read_text(), re.M)[1]
 
 
 def planned_memory(preset: str, vocab: int, context: int, micro: int, recompute: bool) -> int:
@@ -59,6 +66,20 @@ def choose(preset: str, vocab: int, context: int) -> tuple[int, bool]:
             if planned_memory(preset, vocab, context, micro, recompute) <= capacity:
                 return micro, recompute
     return 1, True
+
+
+def tensorflow_gpu_problem(python: str = sys.executable) -> str | None:
+    """Why ``python``'s TensorFlow cannot train on a GPU here (a sentence naming the fix), or None when it can."""
+    probe = subprocess.run(
+        [python, "-c", "import tensorflow as tf; print(len(tf.config.list_physical_devices('GPU')))"],
+        capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )  # fmt: skip
+    fix = f"install tensorflow[and-cuda]=={TENSORFLOW_VERSION} for {python}, or run in the TensorFlow training image"
+    if probe.returncode:
+        return f"{python} cannot import TensorFlow ({(probe.stderr.strip().splitlines() or ['?'])[-1]}): {fix}"
+    if int(probe.stdout.split()[-1]) == 0:
+        return f"TensorFlow in {python} sees no GPU (a CPU-only build, or CUDA libraries it cannot load): {fix}"
+    return None
 
 
 def child(case: dict) -> dict:
@@ -94,6 +115,9 @@ def main() -> int:
         print(json.dumps(child(json.loads(args.child))))
         return 0
     sizes = SMOKE_SIZES if args.smoke or not shutil.which("nvidia-smi") else GPU_SIZES
+    if sizes is GPU_SIZES and (problem := tensorflow_gpu_problem()):
+        print(problem, file=sys.stderr)
+        return 2
     cases = []
     for xla in (False, True):  # XLA off for every preset first: those rows come even if time runs out
         for preset in sizes["presets"]:
