@@ -1,3 +1,5 @@
+import collections
+
 import keras
 import numpy as np
 import pytest
@@ -142,3 +144,19 @@ def test_adamw_updates_as_keras_adamw_does():
     for ours, keras_ones in zip(*weights, strict=True):
         np.testing.assert_allclose(ours, keras_ones, rtol=1e-6, atol=1e-7)
     assert not np.allclose(weights[0][0], start[0])
+
+
+def test_adamw_takes_the_steps_scalars_once_and_each_variable_in_one_kernel():
+    """Keras evaluates the schedule again for each decayed variable and raises β1, β2 to the step for each one;
+    here the apply graph of four variables (three decayed) holds the schedule's cosine twice (Keras' apply reads
+    the learning rate for the update, the decay reads it once), two powers, one Adam kernel per variable and one
+    product per decayed variable."""
+    variables = [keras.Variable(np.ones(shape, "float32")) for shape in [(4, 3), (3, 2), (2, 2), (3,)]]
+    optimizer = AdamW(learning_rate=WarmupCosine(peak=1e-2, warmup_steps=2, decay_steps=4), weight_decay=0.1)
+    optimizer.exclude_from_weight_decay(var_list=variables[3:])
+    optimizer.build(variables)
+    graph = graph_apply(optimizer, variables).get_concrete_function([tf.TensorSpec(v.shape) for v in variables]).graph
+    count = collections.Counter(op.type for op in graph.get_operations())
+    assert (count["Cos"], count["Pow"], count["ResourceApplyAdam"]) == (2, 2, 4), count
+    decays = [op for op in graph.get_operations() if op.type == "Mul" and op.outputs[0].shape.rank == 2]
+    assert len(decays) == 3, [op.name for op in decays]
