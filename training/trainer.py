@@ -49,7 +49,7 @@ class AdamW(keras.optimizers.AdamW):
         return list(grads_and_vars)
 
     def _apply_weight_decay(self, variables):
-        decayed = [v for v in variables if self.weight_decay and self._use_weight_decay(v)]
+        decayed = [v for v in variables if self._use_weight_decay(v)] if self.weight_decay else []
         if not decayed:
             return
         keep = 1 - tf.cast(self.learning_rate, tf.float32) * self.weight_decay
