@@ -13,13 +13,16 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/$(NODE_BIN):$(PATH)
 CDK := $(NODE_BIN)/cdk
 STAGE ?= dev
 
-.PHONY: run test synth diff deploy destroy lint estimate wheelhouse bench install clean
+.PHONY: run test platforms synth diff deploy destroy lint estimate wheelhouse bench install clean
 
 run: install ## The main job: synthesize and run the workflow locally (VERBOSE=1: the jobs' library logging too)
 	$(PY) -m local.run --stage $(STAGE) $(if $(INPUT),--input $(INPUT)) $(if $(VERBOSE),--verbose)
 
 test: install ## The whole test suite
 	$(PY) -m pytest -q
+
+platforms: install ## Every pin has wheels for Linux x86_64 and aarch64 and macOS arm64 (asks PyPI; CI runs it)
+	$(PY) -m tests.platforms
 
 synth: install ## Templates in cdk.out/ (no AWS credentials needed)
 	$(CDK) synth -q -c stage=$(STAGE)

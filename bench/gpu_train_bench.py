@@ -47,7 +47,7 @@ MEMORY_TOLERANCE = 0.25
 GPU_SIZES = {"presets": ["gpt3-125m", "gpt3-350m", "gpt3-1.3b"], "context": 2048, "vocab": 50257, "steps": 8}
 SMOKE_SIZES = {"presets": ["tiny"], "context": 128, "vocab": 512, "steps": 3}
 # The TensorFlow this project pins (requirements-dev.txt's tensorflow-cpu), the training image's version too.
-TENSORFLOW_VERSION = re.search(r"^tensorflow-cpu==(\S+)", (ROOT / "requirements-dev.txt").read_text(), re.M)[1]
+TENSORFLOW_VERSION = re.search(r"^tensorflow-cpu==([^\s;]+)", (ROOT / "requirements-dev.txt").read_text(), re.M)[1]
 
 
 def planned_memory(preset: str, vocab: int, context: int, micro: int, recompute: bool) -> int:
