@@ -45,6 +45,7 @@ from pile.bpe import encoder_from_json, train_bpe
 from pile.encode import CHUNK_BYTES
 from pile.sample_corpus import stdlib_documents, write_pile
 from pile.shards_job import ShardsConfig, run_shards
+from preprocess import available_cores
 from rounds import alternate, one_core, rate_ratio
 
 MAX_OVERHEAD = 0.10
@@ -127,7 +128,7 @@ def main() -> int:
     parser.add_argument("--tokenizer_mb", type=float, default=6.0, help="text the tokenizer is trained on, MB")
     parser.add_argument("--rounds", type=int, default=16, help="alternating rounds of reference and pipeline")
     parser.add_argument("--vocab_size", type=int, default=50257)
-    parser.add_argument("--pool_workers", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--pool_workers", type=int, default=available_cores())
     args = parser.parse_args()
     texts = stdlib_documents(int(args.mb * 1e6))
     tokenizer_texts = stdlib_documents(int(args.tokenizer_mb * 1e6))
@@ -156,7 +157,7 @@ def main() -> int:
             references.append(in_fresh_process(reference, tokenizer_json, texts, "encode_batch_fast"))
             return references[-1][1] / references[-1][0]
 
-        with one_core() as core:
+        with one_core() as placement:
             ratio = rate_ratio(*alternate(args.rounds, pipeline_rate, reference_rate))
             batch_cpu, _ = in_fresh_process(reference, tokenizer_json, texts, "encode_batch")
         pool = pipeline(work, work / "tokenizer.json", "pool", workers=args.pool_workers)
@@ -172,7 +173,7 @@ def main() -> int:
         ("reference encode_batch", tokens / batch_cpu, batch_cpu),
         ("pipeline, 1 process", tokens / pipeline_cpu, pipeline_cpu),
     ]
-    print(f"on core {core}, medians of {args.rounds} rounds:")
+    print(f"{placement}, medians of {args.rounds} rounds:")
     print(f"{'':32}{'tokens/s/core':>15}{'CPU s':>8}")
     for label, rate, cpu in rows:
         print(f"{label:32}{rate:>15,.0f}{cpu:>8.2f}")

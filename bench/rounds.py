@@ -52,14 +52,18 @@ def rate_ratio(ours: list[float], reference: list[float]) -> Ratio:
 
 
 @contextlib.contextmanager
-def one_core() -> Iterator[int]:
-    """Keeps this process, and the threads and processes it starts, on the last core it may use; yields the core.
+def one_core() -> Iterator[str]:
+    """Keeps this process, and the threads and processes it starts, on the last core it may use; yields where.
 
     A single-threaded measurement pinned to one core is not moved between cores (and their caches) mid-run.
+    Where the system sets no CPU affinity (macOS), nothing is pinned and the placement says so.
     """
+    if not hasattr(os, "sched_setaffinity"):
+        yield "unpinned (this system sets no CPU affinity)"
+        return
     cores = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {max(cores)})
     try:
-        yield max(cores)
+        yield f"on core {max(cores)}"
     finally:
         os.sched_setaffinity(0, cores)

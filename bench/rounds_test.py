@@ -1,5 +1,6 @@
 import os
 
+import pytest
 from rounds import Ratio, alternate, one_core, rate_ratio
 
 
@@ -25,8 +26,16 @@ def test_the_ratio_is_the_median_round_not_the_ratio_of_the_bests():
     assert "median of 3 rounds, 1.000 to 2.000" in str(ratio)
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="this system sets no CPU affinity (macOS)")
 def test_one_core_pins_and_restores():
     cores = os.sched_getaffinity(0)
-    with one_core() as core:
-        assert os.sched_getaffinity(0) == {core} and core in cores
+    with one_core() as placement:
+        assert os.sched_getaffinity(0) == {max(cores)} and placement == f"on core {max(cores)}"
     assert os.sched_getaffinity(0) == cores
+
+
+def test_one_core_pins_nothing_where_the_system_sets_no_affinity(monkeypatch):
+    monkeypatch.delattr(os, "sched_setaffinity", raising=False)
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    with one_core() as placement:
+        assert placement == "unpinned (this system sets no CPU affinity)"

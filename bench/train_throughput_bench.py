@@ -115,8 +115,8 @@ def main() -> int:
     a = parser.parse_args()
     if a.threads > 1:  # several threads per operation need as many cores
         return run(a, "unpinned")
-    with one_core() as core:
-        return run(a, f"on core {core}")
+    with one_core() as placement:
+        return run(a, placement)
 
 
 def run(a: argparse.Namespace, placement: str) -> int:

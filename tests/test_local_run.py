@@ -109,12 +109,9 @@ def test_bad_input_fails_in_plan_with_the_field_named(runs: Path, tmp_path: Path
 
 
 def descendants(pid: int) -> list[int]:
-    """Every process started, directly or not, by ``pid`` (from /proc, whatever session each is in)."""
-    parents = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError):
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            parents[int(stat.parent.name)] = int(fields[1])
+    """Every process started, directly or not, by ``pid``, whatever session each is in (``ps``: Linux and macOS)."""
+    table = subprocess.run(["ps", "-A", "-o", "pid=", "-o", "ppid="], capture_output=True, text=True, check=True)
+    parents = {int(child): int(parent) for child, parent in (line.split() for line in table.stdout.splitlines())}
     found, frontier = [], [pid]
     while frontier:
         children = [child for child, parent in parents.items() if parent in frontier]

@@ -10,8 +10,11 @@ import os
 import resource
 import shutil
 import subprocess
+import sys
 
 import tensorflow as tf
+
+MAXRSS_BYTES = 1 if sys.platform == "darwin" else 1024  # getrusage's ru_maxrss: bytes on macOS, KiB on Linux
 
 
 def gpu_total_bytes() -> int | None:
@@ -39,6 +42,6 @@ class PeakMemory:
         if self.on_gpu:
             peak = tf.config.experimental.get_memory_info("GPU:0")["peak"]
             tf.config.experimental.reset_memory_stats("GPU:0")
-        else:  # the process's high-water mark since it started (Linux reports KiB); it cannot be reset
-            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        else:  # the process's high-water mark since it started; it cannot be reset
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * MAXRSS_BYTES
         return peak, (peak / self.total if self.total else None)
