@@ -32,8 +32,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parent.parent
-PYTHONS = ("3.11", "3.13")  # the oldest and newest CPython that every pin has wheels for
-GLIBC = 28  # Linux: glibc 2.28 or newer (manylinux_2_28: RHEL 8, Debian 10, Ubuntu 20.04 have it or newer)
+PYTHONS = ("3.11", "3.13")  # the project's oldest CPython and the newest that TensorFlow 2.21 has wheels for
+GLIBC = 28  # Linux: glibc 2.28 or newer (RHEL 8, Debian 10, Ubuntu 20.04 and later)
 MACOS = "12_0"  # macOS 12 or newer (TensorFlow's macosx_12_0_arm64 wheels)
 # Source-only on PyPI: what each needs to build. sagemaker-tensorflow-training is installed without its
 # dependencies (requirements-nodeps.txt), so only its own pin is skipped.
@@ -62,7 +62,8 @@ class Platform:
     node_package: str
 
     def environment(self, python: str) -> dict[str, str]:
-        """PEP 508's marker environment of CPython ``python`` (``3.11``) on this platform."""
+        """PEP 508's marker environment of CPython ``python`` (``3.11``) on this platform (the kernel's release
+        and version, which no pin's marker reads, are this machine's)."""
         return {
             **default_environment(),
             "implementation_name": "cpython",
