@@ -48,6 +48,7 @@ def _two_cpus() -> list[str]:
 def make_model_folder(model_dir: Path) -> None:
     """A pipelined bf16 model with far-from-initial weights, exported as ``TrainingRun.finish`` exports."""
     devices = _two_cpus()
+    import keras
     import tensorflow as tf
     from export import export, float32_copy
     from gpt.pipeline.model import PipelinedGPT
@@ -60,6 +61,7 @@ def make_model_folder(model_dir: Path) -> None:
     model_dir.parent.mkdir(parents=True, exist_ok=True)
     tokenizer.save(str(tokenizer_path))
     vocab = tokenizer.get_vocab_size()
+    keras.utils.set_random_seed(0)
     model = PipelinedGPT(vocab, 64, 3, 96, 4, dropout=0.1, dtype="mixed_bfloat16", devices=devices)
     rng = np.random.default_rng(7)
     model.set_weights([w + rng.normal(0, 0.2, w.shape).astype(w.dtype) for w in model.get_weights()])
