@@ -3,7 +3,7 @@ vLLM and PEFT load with no code of ours (``AutoModelForCausalLM`` / ``AutoTokeni
 
     <export_dir>/hf/
         config.json              GPT2Config: the shape, tanh GELU ("gelu_new"), epsilon 1e-5, tied head, float32
-        model.safetensors        the weights under GPT-2's parameter names, float32
+        model.safetensors        the weights under GPT-2's parameter names, float32 whatever the training precision
         tokenizer.json           the tokenizer the model was trained with (the ``tokenizers`` format)
         tokenizer_config.json    its class and special tokens (<|endoftext|> is bos, eos and unk, as GPT-2's)
 
@@ -20,6 +20,7 @@ Checked against transformers' own GPT2LMHeadModel by ``make hf-check`` (``hf_che
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import struct
 from pathlib import Path
@@ -45,9 +46,9 @@ FIXED_CONFIG = {
 }
 
 
-def gpt2_tensors(model) -> dict[str, np.ndarray]:
-    """The model's weights under GPT-2's parameter names (GPT2LMHeadModel's state dict less the tied
-    ``lm_head.weight``), float32 whatever the training precision, gathered from whichever devices hold them."""
+def gpt2_tensors(model) -> dict[str, Any]:
+    """The model's variables under GPT-2's parameter names: GPT2LMHeadModel's state dict less the tied
+    ``lm_head.weight``."""
     named = {"transformer.wte.weight": model.token_embedding.embeddings}
     named["transformer.wpe.weight"] = model.position_embedding.embeddings
     for i, block in enumerate(model.blocks):
@@ -62,7 +63,7 @@ def gpt2_tensors(model) -> dict[str, np.ndarray]:
         for name, layer in layers.items():
             named.update(_weight_and_bias(f"transformer.h.{i}.{name}", layer))
     named.update(_weight_and_bias("transformer.ln_f", model.ln_f))
-    return {name: np.asarray(variable, dtype=np.float32) for name, variable in named.items()}
+    return named
 
 
 def _weight_and_bias(prefix: str, layer) -> dict[str, Any]:
@@ -102,22 +103,23 @@ def tokenizer_config(sequence_length: int) -> dict[str, Any]:
     }
 
 
-def write_safetensors(path: Path, tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> None:
-    """``tensors`` (float32) in the safetensors format, in the given order."""
+def write_safetensors(path: Path, tensors: dict[str, Any], metadata: dict[str, str]) -> None:
+    """``tensors`` (arrays or variables) in the safetensors format, float32, in the given order. Each is read
+    (from whichever device holds it) and cast when it is written: one tensor at a time in host memory."""
     header: dict[str, Any] = {}
     offset = 0
-    for name, array in tensors.items():
-        if array.dtype != np.float32:
-            raise TypeError(f"{name}: {array.dtype}; only float32 is written")
-        header[name] = {"dtype": "F32", "shape": list(array.shape), "data_offsets": [offset, offset + array.nbytes]}
-        offset += array.nbytes
+    for name, tensor in tensors.items():
+        shape = [int(n) for n in tensor.shape]
+        size = 4 * math.prod(shape)
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
     header["__metadata__"] = metadata
     encoded = json.dumps(header, separators=(",", ":")).encode()
     encoded += b" " * (-len(encoded) % 8)  # the tensors start 8-byte aligned
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(encoded)) + encoded)
-        for array in tensors.values():
-            np.ascontiguousarray(array, dtype="<f4").tofile(f)
+        for tensor in tensors.values():
+            np.ascontiguousarray(tensor, dtype="<f4").tofile(f)
 
 
 def end_of_text_id(tokenizer_path: Path) -> int:

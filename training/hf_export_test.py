@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 from export import float32_copy
 from gpt.model import GPT
-from gpt.pipeline.model import PipelinedGPT
+from gpt.pipeline.model import PipelinedGPT, stage_of
 from hf_export import END_OF_TEXT, export_hf, gpt2_tensors
 
 from conftest import TWO_CPUS
@@ -134,13 +134,13 @@ def test_a_bf16_pipelined_model_exports_the_same_float32_file(tmp_path):
     with tf.device("/CPU:0"):  # parallelism.Pipelined.export_device
         copy = float32_copy(pipelined)
     assert {v.dtype for v in pipelined.weights} == {"float32"} and pipelined.compute_dtype == "bfloat16"
-    assert all(array.dtype == np.float32 for array in gpt2_tensors(pipelined).values())
+    assert {stage_of(v, devices) for v in gpt2_tensors(pipelined).values()} == {0, 1}  # gathered from both
     tokenizer = tokenizer_file(tmp_path)
-    exported = export_hf(copy, tmp_path / "pipelined", tokenizer) / "model.safetensors"
-    assert (
-        exported.read_bytes() == (export_hf(single, tmp_path / "single", tokenizer) / "model.safetensors").read_bytes()
-    )
-    assert json.loads((exported.parent / "config.json").read_text())["torch_dtype"] == "float32"
+    expected = (export_hf(single, tmp_path / "single", tokenizer) / "model.safetensors").read_bytes()
+    for name, model in (("copy", copy), ("pipelined", pipelined)):  # as the job exports it, and the model itself
+        folder = export_hf(model, tmp_path / name, tokenizer)
+        assert (folder / "model.safetensors").read_bytes() == expected, name
+        assert json.loads((folder / "config.json").read_text())["torch_dtype"] == "float32"
 
 
 def test_a_tokenizer_without_end_of_text_is_refused(tmp_path):
