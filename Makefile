@@ -90,4 +90,4 @@ node_modules/.installed: package.json package-lock.json
 	touch $@
 
 clean:
-	rm -rf cdk.out build runs $(HF_VENV)
+	rm -rf cdk.out build runs
