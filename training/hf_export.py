@@ -14,7 +14,7 @@ head is the token embedding (``tie_word_embeddings``): there is no ``lm_head.wei
 ``model.safetensors`` is written here with NumPy and the standard library (the job container has no
 ``safetensors``): an 8-byte little-endian header length, a JSON header (each tensor's dtype, shape and byte
 range, then ``__metadata__``), padded with spaces to 8 bytes, and the tensors' little-endian bytes in order.
-Checked against transformers' own GPT2LMHeadModel by ``make hf-check`` (``hf_check.py``).
+Checked against transformers' own GPT2LMHeadModel by ``make hf-check`` (``tests/hf/check.py``).
 """
 
 from __future__ import annotations
