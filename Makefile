@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 CHECKOV_VENV := $(VENV)/checkov
+HF_VENV := .venv-hf
 NODE_BIN := node_modules/.bin
 # jsii and the local state-machine interpreter run on the Node 22 that package.json pins.
 export JSII_NODE := $(CURDIR)/$(NODE_BIN)/node
@@ -13,7 +14,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/$(NODE_BIN):$(PATH)
 CDK := $(NODE_BIN)/cdk
 STAGE ?= dev
 
-.PHONY: run test platforms synth diff deploy destroy lint estimate wheelhouse bench install clean
+.PHONY: run test platforms hf-check synth diff deploy destroy lint estimate wheelhouse bench install clean
 
 run: install ## The main job: synthesize and run the workflow locally (VERBOSE=1: the jobs' library logging too)
 	$(PY) -m local.run --stage $(STAGE) $(if $(INPUT),--input $(INPUT)) $(if $(VERBOSE),--verbose)
@@ -23,6 +24,13 @@ test: install ## The whole test suite
 
 platforms: install ## Every pin has wheels for Linux x86_64 and aarch64 and macOS arm64 (asks PyPI; CI runs it)
 	$(PY) -m tests.platforms
+
+# transformers' own GPT2LMHeadModel and AutoTokenizer load the Hugging Face export (training/hf_export.py) of a
+# bf16, pipelined model made here, or of a job's model.tar.gz (ARCHIVE=runs/s3/.../model.tar.gz), and give the
+# project's logits (within 1e-4) and token ids. transformers and torch get an environment of their own.
+hf-check: install $(HF_VENV)/.installed ## The Hugging Face export read by transformers (ARCHIVE=model.tar.gz: a job's)
+	$(PY) tests/hf/reference.py build/hf-check $(if $(ARCHIVE),--archive $(ARCHIVE))
+	$(HF_VENV)/bin/python tests/hf/check.py build/hf-check
 
 synth: install ## Templates in cdk.out/ (no AWS credentials needed)
 	$(CDK) synth -q -c stage=$(STAGE)
@@ -72,6 +80,12 @@ $(CHECKOV_VENV)/.installed: requirements-checkov.txt | $(VENV)/.installed
 	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
 	$(CHECKOV_VENV)/bin/python -m pip install -q --upgrade pip
 	$(CHECKOV_VENV)/bin/python -m pip install -q -r requirements-checkov.txt
+	touch $@
+
+$(HF_VENV)/.installed: requirements-hf.txt
+	test -x $(HF_VENV)/bin/python || $(PYTHON) -m venv $(HF_VENV)
+	$(HF_VENV)/bin/python -m pip install -q --upgrade pip
+	$(HF_VENV)/bin/python -m pip install -q -r requirements-hf.txt
 	touch $@
 
 node_modules/.installed: package.json package-lock.json

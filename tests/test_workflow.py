@@ -123,3 +123,5 @@ def test_debugger_on_passes_its_fields_and_links_its_report_off_does_neither(def
     assert "$.plan.profiler_report_uri" in json.dumps(on["NotifySuccess"])
     assert "$.plan.profiler_report_uri" not in json.dumps(off["NotifySuccess"])
     assert "$.plan.training_report_uri" in json.dumps(off["NotifySuccess"])
+    assert "Hugging Face checkpoint: {}" in json.dumps(off["NotifySuccess"])
+    assert "$.plan.hf_checkpoint" in json.dumps(off["NotifySuccess"])

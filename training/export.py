@@ -8,6 +8,7 @@
         code/requirements.txt tokenizers, which the hooks need
         code/lib/tokenizers/  the installed tokenizers package, when exported on Linux x86-64 (endpoints without
                               internet access cannot pip install; the container then ignores requirements.txt)
+        hf/                   the Hugging Face GPT-2 checkpoint, written beside this by hf_export.py
 
 Signatures:
     serving_default (generate; decoding in a tf.while_loop with a key/value cache)

@@ -200,6 +200,12 @@ SCHEMA: tuple[Hyperparameter, ...] = (
         env="SM_CHANNEL_VALIDATION",
     ),
     H("export_dir", TEXT, "/opt/ml/model", "SavedModel + tokenizer (SM_MODEL_DIR)", env="SM_MODEL_DIR"),
+    H(
+        "hf_checkpoint",
+        BOOLEAN,
+        True,
+        "also write a Hugging Face GPT-2 checkpoint (config.json, model.safetensors, tokenizer) in <export_dir>/hf",
+    ),
     H("output_dir", TEXT, "/opt/ml/output", "failure file (SM_OUTPUT_DIR)", env="SM_OUTPUT_DIR"),
 )
 BY_NAME = {h.name: h for h in SCHEMA}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -19,6 +20,7 @@ from checkpoint import Checkpointer
 from data import token_dataset
 from export import export, float32_copy
 from gpt.presets import Preset, flops_per_token, get_shape
+from hf_export import HF_DIR, export_hf
 from job import JobError, check_inputs, cluster
 from metrics import device_peak_tflops, emit, model_flops_utilisation, train_line, valid_line
 from observer import RunObserver
@@ -269,13 +271,18 @@ class TrainingRun:
         self.engine.any_worker(False)
 
     def finish(self) -> None:
-        """Chief: export the SavedModel and tokenizer, then print a generated sample."""
+        """Chief: export the SavedModel and tokenizer (and the Hugging Face checkpoint), then print a sample."""
         if not self.is_chief:
             return
         with self.parallelism.export_device():
             copy = float32_copy(self.model)
         serving = export(copy, self.args.export_dir, self.inputs.train.tokenizer_path)
         self.log(f"[export] {serving.path}")
+        if self.args.hf_checkpoint:
+            hf = export_hf(
+                copy, Path(self.args.export_dir) / HF_DIR, self.inputs.train.tokenizer_path, self.args.dropout
+            )
+            self.log(f"[export] {hf} (Hugging Face GPT-2)")
         if self.args.sample_tokens > 0:
             tokenizer = self.inputs.tokenizer
             eot = tokenizer.token_to_id(token_shards.END_OF_TEXT)

@@ -141,6 +141,14 @@ def test_runs_as_the_sagemaker_toolkit_starts_it(sagemaker_run, dataset_dir):
     assert not (folder / "output" / "failure").exists()
     assert (folder / "model" / "1" / "saved_model.pb").is_file()
     assert (folder / "model" / "tokenizer.json").read_bytes() == (dataset_dir / "tokenizer.json").read_bytes()
+    hf = folder / "model" / "hf"  # the Hugging Face checkpoint, on by default
+    assert sorted(p.name for p in hf.iterdir()) == [
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
+    assert json.loads((hf / "config.json").read_text())["n_layer"] == 2 and "[export] " + str(hf) in output
     assert sorted(p.name for p in (folder / "checkpoints").glob("*.index")) == ["ckpt-6.index", "ckpt-8.index"]
     served = tf.saved_model.load(str(folder / "model" / "1")).signatures["serving_default"]
     out = served(
@@ -238,6 +246,7 @@ def two_worker_run(bundle, dataset_dir, tmp_path_factory) -> tuple[Path, list[li
         }
         args = [*TWO_WORKER_ARGS, "--train_dir", str(dataset_dir), "--checkpoint_dir", str(folder / "ckpt")]
         args += ["--sample_tokens", "3000"]  # the chief works on for ~10 s after training: longer than TF waits
+        args += ["--hf_checkpoint", "false"]
         processes.append(run_script(bundle, args, env))  # engine auto: TF_CONFIG -> multi_worker
     readers = [timed_lines(p) for p in processes]
     for process, (lines, thread) in zip(processes, readers, strict=True):
@@ -267,6 +276,7 @@ def test_two_workers_end_identical_and_match_one_process_on_the_global_batch(two
     assert "[train]" not in other  # only the chief logs metrics
     assert digests(chief)[0] == digests(other)[1]  # bit-identical weights on both workers
     assert (folder / "model-0" / "1").is_dir() and not (folder / "model-1").exists()  # chief exports
+    assert not (folder / "model-0" / "hf").exists()  # hf_checkpoint false
     # The workers leave together: the other worker waits for the chief's export and sample, so the chief never
     # sees it vanish ("The tasks have crashed ... stopped sending heartbeats" before).
     sampled = next(t for t, line in chief_lines if line.startswith("[sample]"))

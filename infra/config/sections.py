@@ -151,6 +151,8 @@ class TrainingConfig:
         max_run_hours: the job's MaxRuntime; spot waits up to twice as long.
         data_source: ``efs`` (default; the dataset is staged to EFS) or ``s3`` (FastFile mode).
         volume_size_gb: EBS volume per instance.
+        hf_checkpoint: also export a Hugging Face GPT-2 checkpoint (``hf/`` in the model archive: config.json,
+            model.safetensors, the tokenizer) that transformers, lm-evaluation-harness and vLLM load (default true).
     """
 
     model_preset: str = "gpt3-125m"
@@ -173,6 +175,7 @@ class TrainingConfig:
     max_run_hours: int = 72
     data_source: str = "efs"
     volume_size_gb: int = 200
+    hf_checkpoint: bool = True
 
     @property
     def shape(self) -> ModelShape:

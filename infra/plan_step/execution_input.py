@@ -40,6 +40,7 @@ RESERVED_HYPERPARAMETERS = {
     "checkpoint_dir",
     "engine",
     "recompute",
+    "hf_checkpoint",
     "model_parallel_degree",
     "microbatches",
     "n_layer",

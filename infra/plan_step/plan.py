@@ -64,6 +64,7 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
         "deploy": inp.deploy.enabled,
         "dataset_uri": requests.dataset_uri(settings, inp),
         "model_artifact_uri": requests.model_artifact_uri(settings, names["training"]),
+        "hf_checkpoint": _hf_checkpoint(inp, requests.model_artifact_uri(settings, names["training"])),
         "checkpoint_uri": f"s3://{settings.checkpoints_bucket}/{run_name}/",
         "training_report_uri": requests.training_report_uri(settings, names["training"]),
         "profiler_report_uri": requests.profiler_report_uri(settings, names["training"]),  # with Debugger on
@@ -126,6 +127,13 @@ def _sample_manifest(prefix: str, files: list[tuple[str, int]], inp: WorkflowInp
     k = min(inp.corpus.tokenizer_sample_files, len(files))
     picks = sorted({round(i * (len(files) - 1) / max(k - 1, 1)) for i in range(k)})
     return json.dumps([{"prefix": prefix}, *(files[i][0][len(prefix) :] for i in picks)])
+
+
+def _hf_checkpoint(inp: WorkflowInput, model_artifact_uri: str) -> str:
+    """Where the job's Hugging Face checkpoint will be, as the success e-mail names it."""
+    if not inp.training.hf_checkpoint:
+        return "none (training.hf_checkpoint is false)"
+    return f"hf/ in {model_artifact_uri}"
 
 
 def _summary(inp: WorkflowInput, shape: ModelShape) -> dict[str, Any]:

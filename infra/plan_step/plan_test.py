@@ -107,6 +107,14 @@ def test_existing_or_given_tokenizer_is_reused(settings, store):
         ({"hyperparameters": {"microbatches": 4}}, "hyperparameters.microbatches: 4 is not valid"),
         ({"hyperparameters": {"learning_rate": [1]}}, "hyperparameters.learning_rate: [1] is not valid"),
         ({"hyperparameters": {"n_layer": 4}}, "hyperparameters.n_layer: 4 is not valid; expected the training"),
+        (
+            {"hyperparameters": {"hf_checkpoint": False}},
+            "hyperparameters.hf_checkpoint: False is not valid; expected the",
+        ),
+        (
+            {"training": {"hf_checkpoint": "no"}},
+            "training.hf_checkpoint: 'no' is not valid; expected a value of type bool",
+        ),
         ({"hyperparameters": {"lerning_rate": 1e-3}}, "did you mean 'learning_rate'"),
         ({"hyperparameters": {"warmup": 7}}, "hyperparameters.warmup: 7 is not valid; expected a train.py"),
         ({"hyperparameters": {"learning": 0.5}}, "hyperparameters.learning: 0.5 is not valid"),
@@ -147,6 +155,16 @@ def test_deploy_shorthand_and_extra_hyperparameters(settings, store):
     plan = plan_execution(raw, "exec", settings, store)
     assert plan["deploy"] is True
     assert plan["requests"]["training"]["HyperParameters"]["learning_rate"] == "0.0006"
+
+
+def test_the_hugging_face_checkpoint_is_on_unless_the_input_turns_it_off(settings, store):
+    raw = {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}}
+    on = plan_execution(raw, "exec", settings, store)
+    off = plan_execution({**raw, "training": {"hf_checkpoint": False}}, "exec", settings, store)
+    assert on["hf_checkpoint"] == f"hf/ in s3://models-bucket/training/{on['names']['training']}/output/model.tar.gz"
+    assert on["requests"]["training"]["HyperParameters"]["hf_checkpoint"] == "true"
+    assert off["hf_checkpoint"] == "none (training.hf_checkpoint is false)"
+    assert off["requests"]["training"]["HyperParameters"]["hf_checkpoint"] == "false"
 
 
 def test_a_layout_that_does_not_fit_fails_with_the_estimate_and_its_suggestions(settings, store):

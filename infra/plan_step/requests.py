@@ -246,6 +246,7 @@ def training_hyperparameters(settings: StackSettings, inp: WorkflowInput) -> dic
         "max_steps": training_module("batch").optimizer_steps(train.train_tokens, train.global_batch_tokens),
         "precision": train.precision,
         "recompute": train.recompute,
+        "hf_checkpoint": train.hf_checkpoint,
         "model_parallel_degree": train.model_parallel_degree,
         "microbatches": train.microbatches,
         "checkpoint_dir": CHECKPOINT_DIR,

@@ -18,11 +18,13 @@ def notify_success(
         "NotifySuccess",
         topic,
         "GPT pre-training succeeded",
-        "Execution {} succeeded. Model: {}. Final metrics: {}. Training time: {} s (billed {} s). "
+        "Execution {} succeeded. Model: {}. Hugging Face checkpoint: {}. Final metrics: {}. "
+        "Training time: {} s (billed {} s). "
         "Checkpoints: {}. Training report (health verdicts and plots): {}"
         + (". Debugger profiler report: {}" if debugger else ""),
         sfn.JsonPath.execution_name,
         sfn.JsonPath.string_at("$.training.Job.ModelArtifacts.S3ModelArtifacts"),
+        sfn.JsonPath.string_at("$.plan.hf_checkpoint"),
         sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.training.Job.FinalMetricDataList")),
         sfn.JsonPath.string_at("$.training.Job.TrainingTimeInSeconds"),
         sfn.JsonPath.string_at("$.training.Job.BillableTimeInSeconds"),
