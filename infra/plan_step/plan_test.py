@@ -151,7 +151,7 @@ def test_deploy_shorthand_and_extra_hyperparameters(settings, store):
 
 def test_a_layout_that_does_not_fit_fails_with_the_estimate_and_its_suggestions(settings, store):
     raw = {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "training": {"recompute": False, "micro_batch_size": 16}}
-    with pytest.raises(InputError, match=r"^training: 'gpt3-125m at micro-batch 16 x 2048 tokens needs") as error:
+    with pytest.raises(InputError, match=r"^training: gpt3-125m at micro-batch 16 x 2048 tokens needs") as error:
         plan_execution(raw, "e", settings, store)
-    assert "expected a layout that fits, e.g. training.micro_batch_size = 4 (23.7 of 24 GiB" in str(error.value)
+    assert "but ml.g5.12xlarge has 24 GiB. Set training.micro_batch_size = 4 (23.7 of 24 GiB" in str(error.value)
     assert not store.list("s3://datasets-bucket/inputs/")  # refused before the one write
