@@ -38,32 +38,36 @@ def margin(spot: bool) -> float:
 
 
 def needed_hours(result: Estimate, spot: bool) -> float:
-    """The MaxRuntime a run needs. prod (gpt3-1.3b, 300 B tokens, 4 x p4d, spot): 271.3 h x 1.15 + 0.5 = 312.5 h."""
+    """The MaxRuntime a run needs. prod (gpt3-1.3b, 300 B tokens, 4 x p4d, spot): 271.2 h x 1.15 + 0.5 = 312.3 h."""
     return result.train_hours * (1 + margin(spot)) + START_UP_HOURS
 
 
 def time_problem(training: RunFields, vocab_size: int) -> str | None:
     """None when the run fits ``max_run_hours``; otherwise a sentence naming both numbers and the fixes."""
-    result = estimate_for_config(training, vocab_size)
-    need, limit = needed_hours(result, training.spot), training.max_run_hours
+    return late_problem(estimate_for_config(training, vocab_size), training.spot, training.max_run_hours)
+
+
+def late_problem(result: Estimate, spot: bool, limit: int) -> str | None:
+    """``time_problem`` for an estimate (any MFU or optimizer), its spot setting and its MaxRuntime in hours."""
+    need = needed_hours(result, spot)
     if need <= limit:
         return None
-    usable = (limit - START_UP_HOURS) / (1 + margin(training.spot))
+    usable = (limit - START_UP_HOURS) / (1 + margin(spot))
     fits_tokens = max(int(result.tokens_per_second * usable * 3600), 0)
     fixes = []
     if need <= SAGEMAKER_MAX_RUN_HOURS:
         fixes.append(f"training.max_run_hours = {math.ceil(need)} (SageMaker allows up to {SAGEMAKER_MAX_RUN_HOURS})")
     fixes.append(f"training.train_tokens = {_count(fits_tokens)} (what {limit} h trains)")
-    if (more := _instances_that_fit(result, training.spot, limit)) is not None:
+    if (more := _instances_that_fit(result, spot, limit)) is not None:
         fixes.append(f"training.instance_count = {more}")
+    inputs = result.inputs
     return (
         f"the run needs about {math.ceil(need):,} h but training.max_run_hours is {limit}: "
-        f"{result.train_hours:,.1f} h of training ({_count(training.train_tokens)} tokens at "
-        f"{result.inputs.mfu:.0%} MFU) + "
-        f"{margin(training.spot):.0%} for checkpoints{' and spot restarts' if training.spot else ''} + "
+        f"{result.train_hours:,.1f} h of training ({_count(inputs.train_tokens)} tokens at {inputs.mfu:.0%} MFU) + "
+        f"{margin(spot):.0%} for checkpoints{' and spot restarts' if spot else ''} + "
         f"{START_UP_HOURS} h start-up. SageMaker would stop the job unfinished after about "
-        f"${limit * training.instance_count * result.inputs.instance.price_per_hour:,.0f} on demand. "
-        f"Set {'; or '.join(fixes)}"
+        f"${limit * inputs.instance_count * inputs.instance.price_per_hour:,.0f} on demand. "
+        f"Set {'; or '.join(fixes)}."
     )
 
 
