@@ -109,6 +109,7 @@ def parse_input(raw: Any, stage: StageConfig) -> WorkflowInput:
         raw["deploy"] = {"enabled": raw["deploy"]}
     defaults = {name: dataclasses.asdict(getattr(stage, name)) for name in ("preprocessing", "training", "deploy")}
     parsed = build_dataclass(WorkflowInput, deep_merge(defaults, raw), "")
+    _validate_workflow_fields(parsed)  # before the estimate's checks, which need every field valid
     validate(
         dataclasses.replace(stage, preprocessing=parsed.preprocessing, training=parsed.training, deploy=parsed.deploy)
     )
@@ -116,7 +117,6 @@ def parse_input(raw: Any, stage: StageConfig) -> WorkflowInput:
         raise ConfigError(
             "training.image_uri", parsed.training.image_uri, f"the stage's ({stage.training.image_uri}): set it there"
         )
-    _validate_workflow_fields(parsed)
     return parsed
 
 
