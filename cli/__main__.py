@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         about = "a deployed endpoint's" if name == "invoke" else "an endpoint's or a local model archive's"
         gen = commands.add_parser(name, help=f"continue a prompt: {about} reply")
         gen.add_argument("prompt", help="the text to continue")
-        where = gen.add_mutually_exclusive_group(required=name == "invoke")
+        where = gen.add_mutually_exclusive_group(required=True)
         where.add_argument("--endpoint", help="endpoint name (the Deploy step's output)")
         if name == "generate":
             where.add_argument("--model", type=Path, help="a model.tar.gz here (runs/ of make run, or downloaded)")

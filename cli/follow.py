@@ -4,10 +4,10 @@
     python -m cli start --stage dev --input my-input.json --wait
     python -m cli status --stage dev [EXECUTION]
 
-Every ``poll_seconds``: the execution's status, its new history events (one line per state: ``▶`` entered,
-``✓`` done, ``✗`` failed with the error and its message) and the new log lines of every SageMaker job it
-started (CloudWatch, ``/aws/sagemaker/TrainingJobs`` and ``/aws/sagemaker/ProcessingJobs``, one stream per
-host). It returns when the execution has ended.
+Every ``poll_seconds``: the execution's status, the new log lines of every SageMaker job it started so far
+(CloudWatch, ``/aws/sagemaker/TrainingJobs`` and ``/aws/sagemaker/ProcessingJobs``, one stream per host) and
+its new history events (one line per state: ``▶`` entered, ``✓`` done, ``✗`` failed with the error and its
+message, never both). It returns when the execution has ended, after the jobs' last lines.
 """
 
 from __future__ import annotations
@@ -54,11 +54,14 @@ class Follower:
 
     def poll(self) -> dict[str, Any]:
         execution = self.sfn.describe_execution(executionArn=self.arn)  # first: the events below cover its status
+        self.show_new_logs()  # before the events: a job's last lines come before its state's ✓
         for event in self._new_events():
             self._show(event)
+        return execution
+
+    def show_new_logs(self) -> None:
         for job, group in self.jobs.items() if self.show_logs else ():
             self._show_logs(job, group)
-        return execution
 
     def _new_events(self) -> Iterator[dict[str, Any]]:
         token = None
@@ -133,12 +136,13 @@ def follow(
     execution_arn: str,
     out: Callable[[str], None] = print,
     poll_seconds: float = 10,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] | None = None,
 ) -> str:
     """Shows the execution until it ends; returns its final status, after a line with its error if it failed."""
     follower = Follower(session, execution_arn, out)
     while (execution := follower.poll())["status"] not in ENDED:
-        sleep(poll_seconds)
+        (sleep or time.sleep)(poll_seconds)
+    follower.show_new_logs()  # what the jobs wrote after the last look
     status = execution["status"]
     if status == "SUCCEEDED":
         out(f"Execution {execution['name']} succeeded.")
