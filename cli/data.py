@@ -13,9 +13,11 @@ import sys
 import tarfile
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from cli.errors import CommandError
+from cli.invoke import error_message
 from cli.stage import stack_output, stack_outputs
 from infra.plan_step.execution_input import CORPUS_SUFFIXES
 
@@ -81,5 +83,5 @@ def generate_local(archive: Path, body: dict, python: str = sys.executable) -> l
     except (IndexError, ValueError):
         raise CommandError(f"the model archive could not be served: {done.stderr.strip()[-500:]}") from None
     if done.returncode:
-        raise CommandError(f"the model refused the request: {answer.get('OriginalMessage', answer)}")
+        raise CommandError(f"the model refused the request: {error_message(SimpleNamespace(response=answer))}")
     return json.loads(answer["Body"])
