@@ -155,3 +155,18 @@ def test_a_layout_that_does_not_fit_fails_with_the_estimate_and_its_suggestions(
         plan_execution(raw, "e", settings, store)
     assert "but ml.g5.12xlarge has 24 GiB. Set training.micro_batch_size = 4 (23.7 of 24 GiB" in str(error.value)
     assert not store.list("s3://datasets-bucket/inputs/")  # refused before the one write
+
+
+def test_a_run_that_cannot_finish_in_its_max_run_hours_is_refused_naming_both_and_the_fixes(settings, store):
+    raw = {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "training": {"train_tokens": "100B"}}  # dev: 24 h
+    with pytest.raises(InputError) as error:
+        plan_execution(raw, "e", settings, store)
+    message = str(error.value)
+    assert message.startswith("training.max_run_hours: the run needs about 373 h but training.max_run_hours is 24")
+    assert "Set training.max_run_hours = 373 (SageMaker allows up to 672); or training.train_tokens = 6.3B" in message
+    assert not store.list("s3://datasets-bucket/inputs/")  # refused before the one write
+    raw["training"]["max_run_hours"] = 373
+    assert plan_execution(raw, "e", settings, store)["requests"]["training"]["StoppingCondition"] == {
+        "MaxRuntimeInSeconds": 373 * 3600,
+        "MaxWaitTimeInSeconds": 2 * 373 * 3600,
+    }
