@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
+import re
 from dataclasses import replace
 
 import pytest
+from preprocess import parse_size
 
+from infra.plan_step.execution_input import SIZE
 from infra.plan_step.plan import InputError, plan_execution
 from local.folder_store import FolderStore
 
@@ -170,3 +174,13 @@ def test_a_run_that_cannot_finish_in_its_max_run_hours_is_refused_naming_both_an
         "MaxRuntimeInSeconds": 373 * 3600,
         "MaxWaitTimeInSeconds": 2 * 373 * 3600,
     }
+
+
+def test_tokenizer_sample_bytes_takes_every_size_preprocessing_reads():
+    for text in ("6M", "1G", "1.5G", "2GiB", "500m", "1073741824", "lots", "1.5", "G", "-1G", "1 TB"):
+        try:
+            parse_size(text)
+            reads = True
+        except argparse.ArgumentTypeError:
+            reads = False
+        assert bool(re.fullmatch(SIZE, text)) == reads, text
