@@ -13,8 +13,15 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/$(NODE_BIN):$(PATH)
 CDK := $(NODE_BIN)/cdk
 STAGE ?= dev
+# CONFIG=overrides.json: a JSON file of stage overrides for synth, diff, deploy and estimate (cdk's -c config=).
+CDK_CONTEXT = -c stage=$(STAGE) $(if $(CONFIG),-c config=$(abspath $(CONFIG)))
 
-.PHONY: run test platforms hf-check synth diff deploy destroy lint estimate wheelhouse bench install clean
+.DEFAULT_GOAL := help
+.PHONY: help run test platforms hf-check synth diff deploy destroy lint estimate wheelhouse bench install clean
+
+help: ## This list (STAGE=dev|prod picks the stage, CONFIG=file.json adds overrides)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@echo "  then: $(PY) -m cli validate|start --wait|status|stop|outputs|upload|generate --help"
 
 run: install ## The main job: synthesize and run the workflow locally (VERBOSE=1: the jobs' library logging too)
 	$(PY) -m local.run --stage $(STAGE) $(if $(INPUT),--input $(INPUT)) $(if $(VERBOSE),--verbose)
@@ -33,30 +40,30 @@ hf-check: install $(HF_VENV)/.installed ## The Hugging Face export read by trans
 	$(HF_VENV)/bin/python tests/hf/check.py build/hf-check
 
 synth: install ## Templates in cdk.out/ (no AWS credentials needed)
-	$(CDK) synth -q -c stage=$(STAGE)
+	$(CDK) synth -q $(CDK_CONTEXT)
 
-diff: install
+diff: install ## What a deploy would change in your account
 	$(PY) -m cli check --stage $(STAGE)
-	$(CDK) diff -c stage=$(STAGE)
+	$(CDK) diff $(CDK_CONTEXT)
 
-deploy: install
+deploy: install ## Deploy the stage to the account of your AWS credentials
 	$(PY) -m cli check --stage $(STAGE)
-	$(CDK) deploy -c stage=$(STAGE)
+	$(CDK) deploy $(CDK_CONTEXT)
 
-destroy: install
+destroy: install ## Delete the stage's stack (data kept where retain_data is on)
 	$(PY) -m cli check --stage $(STAGE)
-	$(CDK) destroy -c stage=$(STAGE)
+	$(CDK) destroy $(CDK_CONTEXT)
 
-lint: install
+lint: install ## ruff check and format --check
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-estimate: install ## Memory, time and cost of a training run (ARGS="--preset ... --instance-type ...")
-	$(PY) -m infra.estimate $(ARGS)
+estimate: install ## Memory, time and cost of the stage's run (ARGS="--preset ... --instance-type ..." over it)
+	$(PY) -m infra.estimate --stage $(STAGE) $(if $(CONFIG),--config $(abspath $(CONFIG))) $(ARGS)
 
 # Wheels of training/requirements.txt for the job containers (Python 3.12, x86_64), shipped in the
 # training package so that jobs in isolated stages install without PyPI. Needs PyPI here, once.
-wheelhouse: install
+wheelhouse: install ## Wheels for jobs in isolated stages (needs PyPI, once)
 	rm -rf training/wheels
 	$(PY) -m pip download -q --only-binary=:all: --implementation cp --python-version 3.12 \
 		--platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
@@ -92,5 +99,5 @@ node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund
 	touch $@
 
-clean:
+clean: ## Remove cdk.out, build and runs (the local run's S3, EFS and jobs)
 	rm -rf cdk.out build runs

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from cli.errors import CommandError
 from infra.config import StageConfig, load_stage_config
 
 CDK_JSON = Path(__file__).resolve().parent.parent / "cdk.json"
@@ -27,3 +28,19 @@ def caller_identity(stage: str, session: Any = None) -> str:
     """The account and principal of the credentials in use; no credentials raise botocore's error."""
     identity = (session or stage_session(stage)).client("sts").get_caller_identity()
     return f"account {identity['Account']}, {identity['Arn']}"
+
+
+def stack_outputs(session: Any, stage: str) -> dict[str, str]:
+    """The deployed stack's outputs by key (buckets, state machine, console links)."""
+    stack = stage_config(stage).stack_name
+    described = session.client("cloudformation").describe_stacks(StackName=stack)["Stacks"][0]
+    return {output["OutputKey"]: output["OutputValue"] for output in described.get("Outputs", [])}
+
+
+def stack_output(outputs: dict[str, str], key: str, stage: str) -> str:
+    """One output; a stack without it (deployed from an older version) is a CommandError naming the fix."""
+    if key not in outputs:
+        raise CommandError(
+            f"stack {stage_config(stage).stack_name} has no {key} output: deploy this version (make deploy)"
+        )
+    return outputs[key]

@@ -1,6 +1,6 @@
 """Start a workflow execution of a deployed stack and print where to watch it.
 
-    python -m cli start --stage dev --input my-input.json [--name my-run]
+    python -m cli start --stage dev --input my-input.json [--name my-run] [--wait]
 
 The state machine is found through the stack's outputs, so nothing but the stage name is needed.
 """
@@ -13,8 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cli.errors import CommandError
-from cli.stage import stage_config, stage_session
+from cli.stage import stack_output, stack_outputs, stage_session
 
 STATE_MACHINE_OUTPUT = "StateMachineArn"
 
@@ -31,21 +30,12 @@ def execution_name(name: str | None) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "-", name)[:80]
 
 
-def state_machine_arn(cloudformation: Any, stack: str) -> str:
-    outputs = cloudformation.describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
-    for output in outputs:
-        if output["OutputKey"] == STATE_MACHINE_OUTPUT:
-            return output["OutputValue"]
-    raise CommandError(f"stack {stack} has no {STATE_MACHINE_OUTPUT} output: deploy this version (make deploy)")
-
-
 def start(stage: str, input_path: Path | None, name: str | None, session: Any = None) -> str:
     """Starts the execution and returns its ARN."""
-    config = stage_config(stage)
     payload = input_path.read_text() if input_path else "{}"
     json.loads(payload)  # a clear error here, before any call, beats a failed execution
     session = session or stage_session(stage)
-    arn = state_machine_arn(session.client("cloudformation"), config.stack_name)
+    arn = stack_output(stack_outputs(session, stage), STATE_MACHINE_OUTPUT, stage)
     response = session.client("stepfunctions").start_execution(
         stateMachineArn=arn, name=execution_name(name), input=payload
     )

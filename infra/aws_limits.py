@@ -8,7 +8,8 @@ The Plan step runs where botocore may differ from the one synthesis saw (and its
 standard library only), so synthesis writes the limits it read into the Plan function's bundle
 (``write_limits``) and the function reads that file (``LIMITS_FILE``).
 
-S3's object size limit (5 TiB) is not in any service model; it is from the S3 user guide.
+S3's object size limit (5 TiB) is not in any service model; it is from the S3 user guide. MaxRuntime's 28 days
+are in the model's documentation text only, not in its constraints.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from pathlib import Path
 
 LIMITS_FILE = Path(__file__).with_name("aws_limits.json")
 S3_MAX_OBJECT_MB = 5 * 1024 * 1024  # 5 TiB (Amazon S3 user guide, "Uploading objects")
+# StoppingCondition.MaxRuntimeInSeconds: "The maximum value is 28 days." (botocore's documentation of the member;
+# the shape itself has no max).
+SAGEMAKER_MAX_RUN_HOURS = 28 * 24
 
 
 @dataclasses.dataclass(frozen=True)

@@ -134,3 +134,4 @@ _TABLE = [
 
 INSTANCE_TYPES: dict[str, InstanceType] = {t.name: t for t in _TABLE}
 GPU_TRAINING_TYPES: tuple[str, ...] = tuple(t.name for t in _TABLE if t.is_gpu)
+CPU_TRAINING_TYPES: tuple[str, ...] = tuple(t.name for t in _TABLE if not t.is_gpu)

@@ -84,16 +84,19 @@ const execution = machine.run(input, {
 });
 
 const started = {};
+const failed = new Set(); // a caught failure exits its state too: it was shown as ✗, never also as ✓
 const seconds = (ms) => (ms / 1000).toFixed(1).padStart(6);
 (async () => {
   for await (const event of execution.eventLogs) {
     const name = event.state?.name;
     if (event.type === 'StateEntered') {
       started[name] = event.timestamp;
+      failed.delete(name);
       if (event.state.type === 'Task') console.log(`▶ ${name}`);
-    } else if (event.type === 'StateExited' && event.state.type !== 'Wait') {
+    } else if (event.type === 'StateExited' && event.state.type !== 'Wait' && !failed.has(name)) {
       console.log(`✓ ${seconds(event.timestamp - started[name])} s  ${name}`);
     } else if (event.type === 'StateFailed') {
+      failed.add(name);
       console.log(`✗ ${seconds(event.timestamp - started[name])} s  ${name}: ${event.Error}`);
     } else if (event.type === 'StateRetried') {
       console.log(`↻ ${name}: retry ${event.retry.attempt}`);

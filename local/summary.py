@@ -43,14 +43,43 @@ def loss_curve(lines: list[str], path: Path) -> Path | None:
 
 
 def dataset_totals(store: FolderStore, dataset_uri: str) -> dict[str, Any]:
-    totals = {"tokens": 0, "documents": 0, "skipped": {}}
+    totals = {"tokens": 0, "train_tokens": 0, "documents": 0, "skipped": {}}
     for uri, _ in store.list(dataset_uri + "manifests/"):
         part = json.loads(store.path(uri).read_text())
         totals["tokens"] += part.get("totals", {}).get("tokens_written", 0)
+        totals["train_tokens"] += part.get("totals", {}).get("train_tokens", 0)
         totals["documents"] += part.get("documents_read", 0)
         for reason, count in part.get("documents_skipped", {}).items():
             totals["skipped"][reason] = totals["skipped"].get(reason, 0) + count
     return totals
+
+
+def loss_gap(train_loss: float, valid_loss: float, trained_tokens: int, train_split_tokens: int, dropout: float):
+    """Why the last training and validation losses differ, when they do by more than 5%; None when close.
+
+    Training above validation: its figure is the mean over the last logging window (earlier, worse steps in
+    it) with dropout on, validation is one evaluation at the window's end without it. Validation above
+    training: the model saw the training split more than once and fits it better than text it never saw.
+    """
+    if abs(valid_loss - train_loss) <= 0.05 * train_loss:
+        return None
+    epochs = trained_tokens / train_split_tokens if train_split_tokens else 0.0
+    if valid_loss > train_loss:
+        if epochs > 1:
+            return (
+                f"validation {valid_loss - train_loss:.2f} above training: training read its {train_split_tokens:,} "
+                f"tokens {epochs:.1f} times and fits them better than the held-out documents (more data, or "
+                "fewer train_tokens, narrows it)"
+            )
+        return (
+            f"validation {valid_loss - train_loss:.2f} above training: the held-out documents differ from the "
+            "training ones more than the model has learnt to generalise yet"
+        )
+    return (
+        f"training {train_loss - valid_loss:.2f} above validation: the training figure is the mean of the last "
+        "logging window, steps taken before the model improved to where validation measured it"
+        + (f", with dropout {dropout:g} on" if dropout else "")
+    )
 
 
 def failure_message(result: dict[str, Any]) -> str:
@@ -89,6 +118,11 @@ def summarize(result: dict[str, Any], store: FolderStore, execution_dir: Path, s
         report.append(
             f"  Validation     loss {float(valid[-1][2]):.3f}, perplexity {valid[-1][3]} at step {valid[-1][1]}"
         )
+    hyperparameters = plan["requests"]["training"]["HyperParameters"]
+    trained = plan["summary"]["steps"] * json.loads(hyperparameters["global_batch_tokens"])
+    dropout = float(json.loads(hyperparameters.get("dropout", "0")))
+    if train and valid and (gap := loss_gap(train[-1], float(valid[-1][2]), trained, totals["train_tokens"], dropout)):
+        report.append(f"  Loss gap       {gap}")
     report += [
         f"  Model archive  {store.path(output['training']['Job']['ModelArtifacts']['S3ModelArtifacts'])}",
         f"  Tokenizer      {store.path(plan['dataset_uri'] + 'tokenizer.json')}",

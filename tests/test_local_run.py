@@ -104,8 +104,12 @@ def test_corrupt_corpus_takes_the_failure_path(tmp_path: Path):
 def test_bad_input_fails_in_plan_with_the_field_named(runs: Path, tmp_path: Path):
     code, output = finish(local_run(runs, "bad", {"training": {"instance_count": 0}}, tmp_path))
     assert code == 1
-    assert "→ Plan: caught, going to NotifyFailure" in output
-    assert "training.instance_count: 0 is not valid; expected a positive integer" in output
+    assert "→ Plan: caught, going to ReadPlanError" in output and "✓ Plan" not in output
+    notification = (runs / "executions" / "bad" / "notifications.log").read_text()
+    assert (
+        "Error: InputError. Cause: training.instance_count: 0 is not valid; expected a positive integer" in notification
+    )
+    assert "stackTrace" not in notification
 
 
 def descendants(pid: int) -> list[int]:

@@ -65,7 +65,9 @@ def test_every_task_routes_failures_to_the_notification(definition: dict):
     tasks = {name: s for name, s in definition["States"].items() if s["Type"] == "Task" and name != "NotifyFailure"}
     assert len(tasks) >= 10
     for name, state in tasks.items():
-        assert [c["Next"] for c in state.get("Catch", [])] == ["NotifyFailure"], name
+        first = ["ReadPlanError"] if name == "Plan" else []  # a bad input's message without the stack trace
+        assert [c["Next"] for c in state.get("Catch", [])] == [*first, "NotifyFailure"], name
+    assert definition["States"]["Plan"]["Catch"][0]["ErrorEquals"] == ["InputError"]
     assert definition["States"]["NotifyFailure"]["Next"] == "Failed"
     for name, state in definition["States"].items():  # every service call is tried again on failure
         if state["Type"] == "Task":
@@ -125,3 +127,27 @@ def test_debugger_on_passes_its_fields_and_links_its_report_off_does_neither(def
     assert "$.plan.training_report_uri" in json.dumps(off["NotifySuccess"])
     assert "Hugging Face checkpoint: {}" in json.dumps(off["NotifySuccess"])
     assert "$.plan.hf_checkpoint" in json.dumps(off["NotifySuccess"])
+
+
+def test_a_bad_inputs_notification_carries_its_message_without_the_lambdas_stack_trace(definition: dict, tmp_path):
+    """ReadPlanError and PlanErrorMessage as synthesized, run by the local ASL interpreter on a Lambda's error."""
+    states = {name: dict(definition["States"][name]) for name in ("ReadPlanError", "PlanErrorMessage")}
+    states["PlanErrorMessage"]["Next"] = "NotifyFailure"
+    states["NotifyFailure"] = {"Type": "Pass", "End": True}
+    cause = {
+        "errorMessage": "training.instance_count: 0 is not valid; expected a positive integer",
+        "errorType": "InputError",
+        "requestId": "r",
+        "stackTrace": ['  File "/var/task/infra/plan_step/plan.py", line 35, in plan_execution\n'],
+    }
+    (tmp_path / "definition.json").write_text(json.dumps({"StartAt": "ReadPlanError", "States": states}))
+    (tmp_path / "input.json").write_text(json.dumps({"error": {"Error": "InputError", "Cause": json.dumps(cause)}}))
+    (tmp_path / "context.json").write_text("{}")
+    subprocess.run(
+        [str(ROOT / "node_modules" / ".bin" / "node"), str(ROOT / "local" / "run_state_machine.mjs")]
+        + [str(tmp_path / name) for name in ("definition.json", "input.json", "context.json")]
+        + ["e", str(tmp_path / "result.json")],
+        cwd=ROOT, check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    error = json.loads((tmp_path / "result.json").read_text())["output"]["error"]
+    assert error == {"Error": "InputError", "Cause": cause["errorMessage"]}

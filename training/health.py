@@ -98,11 +98,14 @@ def _steady(windows: list[Window]) -> list[Window]:
     return windows[1:] if len(windows) > 1 else windows
 
 
-def verdicts(windows: list[Window], rules: HealthRules, longest_gap_s: float, nonfinite: int = 0) -> list[Verdict]:
+def verdicts(
+    windows: list[Window], rules: HealthRules, longest_gap_s: float, nonfinite: int = 0, on_gpu: bool = True
+) -> list[Verdict]:
     """Every rule's verdict for the run.
 
     ``longest_gap_s`` is the longest time between two steps, ``nonfinite`` the steps whose loss was NaN or
-    infinite (the loop stops at the first).
+    infinite (the loop stops at the first). Without a GPU (``on_gpu`` false: a CPU run such as ``make run``'s)
+    "GPUs underused" is not judged.
     """
     if not windows:
         return [Verdict("training", None, "no logging window completed")]
@@ -126,8 +129,9 @@ def verdicts(windows: list[Window], rules: HealthRules, longest_gap_s: float, no
         ),
         Verdict(
             "GPUs underused",
-            compute_pct >= rules.gpu_underused_percent,
-            f"{split}; MFU {mfu:.3f} (threshold: compute at least {rules.gpu_underused_percent:g}%)",
+            compute_pct >= rules.gpu_underused_percent if on_gpu else None,
+            f"{split}; MFU {mfu:.3f} "
+            + (f"(threshold: compute at least {rules.gpu_underused_percent:g}%)" if on_gpu else "(no GPU: CPU run)"),
             "fix the largest other share first (input or synchronisation); then raise micro_batch_size, or use "
             "bf16 and XLA for more work per step",
         ),

@@ -24,6 +24,13 @@ def test_input_wait_above_the_threshold_is_input_bound_with_the_share():
     assert results["GPUs underused"].ok is False  # 55% compute < 60%
 
 
+def test_a_cpu_run_is_not_judged_on_gpu_use():
+    slow = [window(10 * i, 6 - 0.1 * i, input_share=0.38, compute_share=0.55) for i in range(1, 5)]
+    cpu = {v.rule: v for v in verdicts(slow, HealthRules(), 1.0, on_gpu=False)}["GPUs underused"]
+    assert (cpu.ok, cpu.status) == (None, "n/a") and cpu.finding.endswith("(no GPU: CPU run)")
+    assert by_rule(slow)["GPUs underused"].ok is False  # the same windows on a GPU
+
+
 def test_the_first_window_is_left_out_of_the_time_split():
     windows = [window(10, 6.0, input_share=0.9, compute_share=0.1)] + [window(10 * i, 6 - i) for i in range(2, 5)]
     assert by_rule(windows)["input-bound"].ok is True

@@ -63,7 +63,8 @@ class RunObserver:
         self.heartbeat.stop()
         self.tensorboard.stop_profiler()
         if self.chief:  # also after a failure: the report shows what led to it
-            results = verdicts(self.windows, self.rules, self.heartbeat.longest_gap_s, self.nonfinite)
+            gap, on_gpu = self.heartbeat.longest_gap_s, self.memory.on_gpu
+            results = verdicts(self.windows, self.rules, gap, self.nonfinite, on_gpu)
             title = f"Training report: {os.environ.get('TRAINING_JOB_NAME', 'local run')}"
             for verdict in results:
                 emit(f"[verdict] {verdict.rule}: {verdict.status}: {verdict.finding}")

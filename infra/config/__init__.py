@@ -13,7 +13,8 @@ The sections are in ``sections.py``, their building from the context in ``loadin
 ``validation.py``; the rest of the project imports them from here.
 """
 
-from infra.config.loading import build_dataclass, deep_merge, load_stage_config
+from infra.aws_limits import SAGEMAKER_MAX_RUN_HOURS
+from infra.config.loading import build_dataclass, build_stage_config, deep_merge, load_stage_config, parse_count
 from infra.config.sections import (
     BUCKET_NAME,
     COMPLIANCE_PACKS,
@@ -23,7 +24,6 @@ from infra.config.sections import (
     PLACEHOLDER_ACCOUNT,
     PROFILING_INTERVALS_MS,
     REGIONS,
-    SAGEMAKER_MAX_RUN_HOURS,
     STATE_MACHINE_LOG_LEVELS,
     ConfigError,
     DeployConfig,
@@ -58,7 +58,9 @@ __all__ = [
     "StorageConfig",
     "TrainingConfig",
     "build_dataclass",
+    "build_stage_config",
     "deep_merge",
     "load_stage_config",
+    "parse_count",
     "validate",
 ]

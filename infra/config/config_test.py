@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -186,7 +187,37 @@ def test_a_training_config_that_does_not_fit_names_the_smallest_change_that_does
         load({"training": {**too_big, "global_batch_tokens": 1_048_576}})
     assert error.value.field == "training"
     assert "needs 80.6 GiB per device" in str(error.value)
-    assert "expected a layout that fits, e.g. training.recompute = true (38.4 of 40 GiB" in str(error.value)
+    assert "but ml.p4d.24xlarge has 40 GiB. Set training.recompute = true (38.4 of 40 GiB" in str(error.value)
+    assert "is not valid" not in str(error.value)  # a sentence, not a quoted value
+
+
+def test_a_run_longer_than_its_max_run_hours_names_both_numbers_and_the_fixes():
+    prod = {"model_preset": "gpt3-1.3b", "global_batch_tokens": 1_048_576, "micro_batch_size": 4, "instance_count": 4}
+    with pytest.raises(ConfigError) as error:
+        load({"training": {**prod, "train_tokens": "300B", "max_run_hours": 240}})
+    assert error.value.field == "training.max_run_hours"
+    message = str(error.value)
+    assert "the run needs about 313 h but training.max_run_hours is 240: 271.2 h of training" in message
+    assert "+ 15% for checkpoints and spot restarts + 0.5 h start-up" in message
+    assert "Set training.max_run_hours = 313 (SageMaker allows up to 672)" in message
+    assert "or training.train_tokens = 230.4B (what 240 h trains); or training.instance_count = 8" in message
+    assert load({"training": {**prod, "train_tokens": "230.4B", "max_run_hours": 240}})  # the fix it names fits
+    assert load({"training": {**prod, "train_tokens": "300B", "max_run_hours": 313}})
+    on_demand = {**prod, "train_tokens": "300B", "max_run_hours": 300, "spot": False}  # 271.2 x 1.05 + 0.5 = 285.3
+    assert load({"training": on_demand}).training.max_run_hours == 300
+
+
+def test_counts_of_tokens_may_be_written_as_sizes():
+    training = load({"training": {"train_tokens": "1.5B", "global_batch_tokens": "524_288"}}).training
+    assert (training.train_tokens, training.global_batch_tokens) == (1_500_000_000, 524_288)
+    with pytest.raises(ConfigError, match=r"training.train_tokens: 'lots' is not valid; expected a count such as"):
+        load({"training": {"train_tokens": "lots"}})
+
+
+@pytest.mark.parametrize(("name", "meant"), [("gpt2-small", "gpt3-125m"), ("gpt2-xl", "gpt3-1.3b"), ("tiyn", "tiny")])
+def test_an_unknown_preset_is_matched_by_size_before_spelling(name, meant):
+    with pytest.raises(ConfigError, match=rf"\(did you mean '{re.escape(meant)}'\?\)"):
+        load({"training": {"model_preset": name}})
 
 
 @pytest.mark.parametrize(

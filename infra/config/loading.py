@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import re
 import types
 import typing
 from pathlib import Path
@@ -12,6 +13,17 @@ from typing import Any
 
 from infra.config.sections import PLACEHOLDER_ACCOUNT, ConfigError, StageConfig
 from infra.config.validation import validate
+
+COUNT_FIELDS = ("train_tokens", "global_batch_tokens")  # counts that may be written as sizes: "300B", "1M"
+_SCALES = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+
+
+def parse_count(text: str) -> int:
+    """'300B' -> 300,000,000,000; '1.5T', '6M', '4k', '300e9' and '524_288' too; ValueError otherwise."""
+    match = re.fullmatch(r"([0-9_]*\.?[0-9_]+(?:e[0-9]+)?)\s*([kmbgt]?)", text.strip().lower())
+    if not match:
+        raise ValueError(f"{text!r}: expected a count like 300B, 1.5T, 6M or 524288")
+    return round(float(match.group(1).replace("_", "")) * _SCALES[match.group(2)])
 
 
 def load_stage_config(context: dict[str, Any], default_account: str | None = None) -> StageConfig:
@@ -22,6 +34,14 @@ def load_stage_config(context: dict[str, Any], default_account: str | None = Non
         default_account: the account of the caller's credentials (the CLI's ``CDK_DEFAULT_ACCOUNT``),
             used when the stage names none; without either, a placeholder lets synth run offline.
     """
+    config = build_stage_config(context, default_account)
+    validate(config)
+    return config
+
+
+def build_stage_config(context: dict[str, Any], default_account: str | None = None) -> StageConfig:
+    """``load_stage_config`` without the checks: the stage's typed values, e.g. for an estimate of a plan that
+    does not fit yet."""
     stages: dict[str, Any] = context.get("stages") or {}
     name = context.get("stage") or "dev"
     if name not in stages:
@@ -35,9 +55,7 @@ def load_stage_config(context: dict[str, Any], default_account: str | None = Non
     merged = {"name": name, "account": default_account or PLACEHOLDER_ACCOUNT}
     for layer in layers:
         merged = deep_merge(merged, layer)
-    config = build_dataclass(StageConfig, merged, "")
-    validate(config)
-    return config
+    return build_dataclass(StageConfig, merged, "")
 
 
 def _read_override_file(path: str) -> dict[str, Any]:
@@ -83,9 +101,18 @@ def build_dataclass(cls: type, data: Any, prefix: str) -> Any:
             values[key] = _check_strings(f"{prefix}{key}", value)
         elif dataclasses.is_dataclass(hint):
             values[key] = build_dataclass(hint, value, f"{prefix}{key}.")
+        elif key in COUNT_FIELDS and isinstance(value, str):
+            values[key] = _count(f"{prefix}{key}", value)
         else:
             values[key] = _check_type(f"{prefix}{key}", value, hint)
     return cls(**values)
+
+
+def _count(field: str, text: str) -> int:
+    try:
+        return parse_count(text)
+    except ValueError:
+        raise ConfigError(field, text, "a count such as 300B, 1.5T, 6M or 524288") from None
 
 
 def _check_mapping(field: str, value: Any) -> dict[str, Any]:

@@ -57,7 +57,6 @@ LOG_RETENTION_DAYS = (
 )
 PROFILING_INTERVALS_MS = (100, 200, 500, 1000, 5000, 60000)  # what SageMaker Debugger accepts
 STATE_MACHINE_LOG_LEVELS = ("ALL", "ERROR")
-SAGEMAKER_MAX_RUN_HOURS = 28 * 24  # SageMaker's limit on MaxRuntimeInSeconds: 28 days
 MAX_VOCAB = 2**32  # token ids are stored as uint32 at most
 # cdk-nag's packs by class name without "Checks" (infra/nag.py runs them); AwsSolutions always runs.
 COMPLIANCE_PACKS = ("AwsSolutions", "NIST80053R5", "HIPAASecurity", "PCIDSS321")
@@ -71,6 +70,14 @@ class ConfigError(ValueError):
     def __init__(self, field: str, value: Any, expected: str):
         super().__init__(f"{field}: {value!r} is not valid; expected {expected}")
         self.field = field
+
+    @classmethod
+    def sentence(cls, field: str, text: str) -> ConfigError:
+        """An error about a combination of fields, in words: ``training: the run needs about 313 h but ...``."""
+        error = cls.__new__(cls)
+        ValueError.__init__(error, f"{field}: {text}")
+        error.field = field
+        return error
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,7 +7,7 @@ import re
 import typing
 from typing import Any
 
-from infra.aws_limits import S3_MAX_OBJECT_MB, aws_limits
+from infra.aws_limits import S3_MAX_OBJECT_MB, SAGEMAKER_MAX_RUN_HOURS, aws_limits
 from infra.config.sections import (
     BUCKET_NAME,
     COMPLIANCE_PACKS,
@@ -16,7 +16,6 @@ from infra.config.sections import (
     MAX_VOCAB,
     PROFILING_INTERVALS_MS,
     REGIONS,
-    SAGEMAKER_MAX_RUN_HOURS,
     STATE_MACHINE_LOG_LEVELS,
     ConfigError,
     NetworkConfig,
@@ -27,9 +26,9 @@ from infra.config.sections import (
     StorageConfig,
     TrainingConfig,
 )
-from infra.estimate import fit_problem
+from infra.estimate import fit_problem, time_problem
 from infra.instances import INSTANCE_TYPES
-from infra.presets import ModelShape, model_presets
+from infra.presets import ModelShape, model_presets, suggest_preset
 from infra.training_code import training_module
 
 
@@ -70,7 +69,9 @@ def validate(config: StageConfig) -> None:
     _validate_observability(config.observability)
     _validate_security(config.security)
     if problem := fit_problem(config.training, config.preprocessing.vocab_size):  # pre-flight: will it fit?
-        raise ConfigError("training", *problem)
+        raise ConfigError.sentence("training", problem)
+    if problem := time_problem(config.training, config.preprocessing.vocab_size):  # and finish in MaxRuntime?
+        raise ConfigError.sentence("training.max_run_hours", problem)
 
 
 def _validate_network(net: NetworkConfig) -> None:
@@ -116,7 +117,10 @@ def _validate_preprocessing(pre: PreprocessingConfig) -> None:
 
 
 def _validate_training(train: TrainingConfig) -> None:
-    _one_of("training.model_preset", train.model_preset, model_presets())
+    if train.model_preset not in model_presets():
+        close = suggest_preset(train.model_preset)
+        hint = f" (did you mean {close!r}?)" if close else ""
+        raise ConfigError("training.model_preset", train.model_preset, f"one of {', '.join(model_presets())}{hint}")
     for name in ("n_layer", "d_model", "n_head"):
         if getattr(train, name) is not None:
             _positive(f"training.{name}", getattr(train, name))

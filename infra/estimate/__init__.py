@@ -14,6 +14,7 @@ Run ``python -m infra.estimate --help`` for the command line.
 
 from infra.estimate.estimate import Estimate, EstimateInputs, estimate, estimate_for_config, estimate_inputs
 from infra.estimate.layouts import Suggestion, fit_problem, suggestions, with_suggestions
+from infra.estimate.runtime import needed_hours, time_problem
 
 __all__ = [
     "Estimate",
@@ -23,6 +24,8 @@ __all__ = [
     "estimate_for_config",
     "estimate_inputs",
     "fit_problem",
+    "needed_hours",
     "suggestions",
+    "time_problem",
     "with_suggestions",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import pytest
 
@@ -106,10 +107,19 @@ def test_estimate_for_config_reads_the_training_config_and_its_overrides():
 
 def test_fit_problem_names_the_need_the_capacity_and_the_fix():
     assert fit_problem(TrainingConfig(), 50_257) is None
-    problem, fix = fit_problem(dataclasses.replace(TrainingConfig(), recompute=False), 50_257)
+    problem = fit_problem(dataclasses.replace(TrainingConfig(), recompute=False), 50_257)
     assert problem.startswith("gpt3-125m at micro-batch 8 x 2048 tokens needs 43.7 GiB per device")
-    assert "ml.p4d.24xlarge has 40 GiB" in problem
-    assert fix.startswith("a layout that fits, e.g. training.recompute = true")
+    assert "but ml.p4d.24xlarge has 40 GiB. Set training.recompute = true" in problem
+
+
+def test_a_cpu_run_is_offered_cpu_layouts_only():
+    local = dataclasses.replace(
+        TrainingConfig(), model_preset="gpt3-350m", instance_type="ml.m5.xlarge", recompute=False, precision="fp32"
+    )
+    problem = fit_problem(local, 4096)
+    assert "but ml.m5.xlarge has 16 GiB. Set" in problem
+    offered = re.findall(r"instance_type = '([^']+)'", problem)
+    assert offered and all(not INSTANCE_TYPES[name].is_gpu for name in offered)
 
 
 def test_with_suggestions_is_json():

@@ -2,7 +2,8 @@
 
 The search space around an estimate: recomputation on, a smaller micro-batch (one that still divides the global
 batch), a larger model-parallel degree (a divisor of the GPUs per instance), and an instance type with more
-memory per device and at least as many of them (same instance count, so the cluster does not shrink).
+memory per device and at least as many of them (same instance count, so the cluster does not shrink), of the
+same kind: GPU types for a GPU run, CPU types for a CPU one.
 A few hundred estimates at most; each is arithmetic only.
 """
 
@@ -21,7 +22,7 @@ from infra.estimate.estimate import (
     estimate_inputs,
 )
 from infra.estimate.memory import GIB, Memory
-from infra.instances import GPU_TRAINING_TYPES, INSTANCE_TYPES
+from infra.instances import CPU_TRAINING_TYPES, GPU_TRAINING_TYPES, INSTANCE_TYPES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,9 +90,10 @@ def suggestions(given: Estimate) -> list[Suggestion]:
         return []
     inputs = given.inputs
     current = inputs.instance
+    same_kind = GPU_TRAINING_TYPES if current.is_gpu else CPU_TRAINING_TYPES  # a CPU (e.g. local) run stays on CPUs
     larger = [
         name
-        for name in GPU_TRAINING_TYPES
+        for name in same_kind
         if INSTANCE_TYPES[name].device_memory_gib > current.device_memory_gib
         and INSTANCE_TYPES[name].devices >= current.devices
     ]
@@ -122,21 +124,24 @@ def with_suggestions(given: Estimate) -> dict[str, Any]:
     return given.as_dict() | {"suggestions": [str(s) for s in suggestions(given)]}
 
 
-def fit_problem(training: TrainingFields, vocab_size: int) -> tuple[str, str] | None:
-    """None when the configuration fits; otherwise (what is wrong, the smallest changes that fix it),
-    the two halves of a ``ConfigError`` message."""
+def fit_problem(training: TrainingFields, vocab_size: int) -> str | None:
+    """None when the configuration fits; otherwise a sentence: what is needed, what there is, the smallest fixes.
+
+    E.g. "gpt3-125m at micro-batch 8 x 2048 tokens needs 43.7 GiB per device (...), but ml.p4d.24xlarge has 40 GiB.
+    Set training.recompute = true (...); or ..."
+    """
     result = estimate_for_config(training, vocab_size)
     if result.fits:
         return None
     need, have = result.memory.total / GIB, result.inputs.instance.device_memory_gib
     problem = (
         f"{training.model_preset} at micro-batch {training.micro_batch_size} x {training.sequence_length} tokens "
-        f"needs {need:.1f} GiB per device ({_breakdown(result.memory)}); {training.instance_type} has {have} GiB"
+        f"needs {need:.1f} GiB per device ({_breakdown(result.memory)}), but {training.instance_type} has {have} GiB."
     )
     fixes = suggestions(result)[:3]
     if not fixes:
-        return problem, "a smaller model or micro-batch: no layout the estimate tries fits"
-    return problem, "a layout that fits, e.g. " + "; or ".join(str(s) for s in fixes)
+        return f"{problem} No layout the estimate tries fits: choose a smaller model or micro-batch."
+    return f"{problem} Set " + "; or ".join(str(s) for s in fixes) + "."
 
 
 def _breakdown(memory: Memory) -> str:

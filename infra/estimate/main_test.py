@@ -25,18 +25,50 @@ def test_token_count_rejects_words():
 
 
 def test_an_estimate_that_does_not_fit_prints_the_fixes_and_exits_1(capsys):
-    args = ["--preset", "gpt3-1.3b", "--instance-type", "ml.p3.16xlarge", "--instance-count", "8", "--precision"]
-    assert main([*args, "fp16", "--micro-batch-size", "4", "--global-batch-tokens", "1048576"]) == 1
+    args = ["--preset", "gpt3-1.3b", "--instance-type", "ml.p3.16xlarge", "--instance-count", "8", "--no-recompute"]
+    assert main([*args, "--precision", "fp16", "--micro-batch-size", "4", "--global-batch-tokens", "1048576"]) == 1
     out = capsys.readouterr().out
     assert "1,315.7 M parameters" in out
     assert "of 16: DOES NOT FIT" in out
     assert "Smallest changes that fit:\n  1. training.instance_type = 'ml.p5e.48xlarge'" in out
 
 
-def test_a_stage_estimate_exits_0_when_it_fits(capsys):
+def test_a_stage_estimate_exits_0_when_it_fits_its_memory_and_its_time_limit(capsys):
     assert main(["--stage", "prod", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["fits"] and summary["data_parallel_degree"] == 32
+    assert summary["finishes"] and summary["needed_hours"] == 312.3 and summary["max_run_hours"] == 336
+
+
+def test_options_default_to_the_stage_so_the_estimate_agrees_with_synthesis(capsys):
+    assert main(["--preset", "gpt3-125m", "--instance-type", "ml.g5.12xlarge"]) == 0  # dev: recompute on, 1 B tokens
+    out = capsys.readouterr().out
+    assert "recompute on" in out and "of 24: fits" in out
+    assert "time to 1 B tokens     3.2 hours" in out
+    assert "5 h needed (+15% checkpoints, spot restarts; 0.5 h start-up) of max_run_hours 24: finishes" in out
+
+
+def test_a_run_past_its_max_run_hours_exits_1_naming_both_numbers_and_the_fixes(capsys):
+    assert main(["--stage", "prod", "--max-run-hours", "240"]) == 1
+    out = capsys.readouterr().out
+    assert "313 h needed (+15% checkpoints, spot restarts; 0.5 h start-up) of max_run_hours 240: DOES NOT FINISH" in out
+    assert "The run would not finish: the run needs about 313 h but training.max_run_hours is 240" in out
+    assert "Set training.max_run_hours = 313 (SageMaker allows up to 672)" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["--preset", "gpt2-small"], "error: --preset 'gpt2-small': expected one of tiny, small, gpt3-125m"),
+        (["--preset", "gpt2-small"], "(did you mean 'gpt3-125m'?)\n"),
+        (["--instance-type", "ml.p4d.24xl"], "not a type the estimate knows (did you mean 'ml.p4d.24xlarge'?)\n"),
+        (["--stage", "qa"], "error: --stage 'qa': expected one of dev, prod\n"),
+    ],
+)
+def test_a_bad_option_is_one_line_with_a_suggestion(capsys, args, line):
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert line in err and err.count("\n") == 1
 
 
 def test_an_invalid_layout_is_an_error_not_a_traceback(capsys):

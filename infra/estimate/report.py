@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from infra.estimate.estimate import Estimate, EstimateInputs, estimate_inputs
 from infra.estimate.layouts import cheapest_fitting, suggestions
 from infra.estimate.memory import GIB
+from infra.estimate.runtime import START_UP_HOURS, margin, needed_hours
 from infra.instances import GPU_TRAINING_TYPES, PRICES_AS_OF, PRICES_REGION, SPOT_DISCOUNT
 from infra.presets import ModelShape, model_presets
 from infra.recipe import recipe_for
@@ -56,8 +58,9 @@ def _recipe(inputs: EstimateInputs) -> str:
     )
 
 
-def describe(p: Estimate) -> str:
-    """An estimate as a table of memory, compute, time and cost, with the changes that would make it fit."""
+def describe(p: Estimate, max_run_hours: int | None = None, spot: bool = False) -> str:
+    """An estimate as a table of memory, compute, time and cost, with the changes that would make it fit; with
+    ``max_run_hours``, the time the run needs against it (``runtime.py``)."""
     i, m, inst = p.inputs, p.memory, p.inputs.instance
     s, d = i.shape, i.shape.d_model
     six_n, attention = 6 * p.parameters, p.model_flops_per_token - 6 * p.parameters
@@ -94,6 +97,7 @@ def describe(p: Estimate) -> str:
         f"{p.allreduce_seconds:,.3f} s) at {i.mfu:.0%} MFU before recomputation; achieved {p.achieved_mfu:.1%}",
         f"  tokens per day         {_tokens(p.tokens_per_day)}",
         f"  time to {_tokens(i.train_tokens):<15}{_duration(p.train_days)}",
+        *([_time_limit(p, spot, max_run_hours)] if max_run_hours else []),
         f"  cost                   ${p.cost_on_demand:,.0f} on demand at ${inst.price_per_hour:,.2f}/h per instance"
         + (" (estimated price)" if inst.price_is_estimate else "")
         + f"; ${p.cost_spot:,.0f} on spot (estimated {SPOT_DISCOUNT:.0%} discount); {PRICES_REGION} prices of "
@@ -103,6 +107,16 @@ def describe(p: Estimate) -> str:
     if fixes:
         lines += ["", "Smallest changes that fit:", *(f"  {n}. {fix}" for n, fix in enumerate(fixes[:5], 1))]
     return "\n".join(lines)
+
+
+def _time_limit(p: Estimate, spot: bool, max_run_hours: int) -> str:
+    """``  time limit             313 h needed (+15% checkpoints, spot restarts; 0.5 h start-up) of 336: finishes``."""
+    need = needed_hours(p, spot)
+    verdict = "finishes" if need <= max_run_hours else "DOES NOT FINISH"
+    return (
+        f"  time limit             {math.ceil(need):,} h needed (+{margin(spot):.0%} checkpoints"
+        f"{', spot restarts' if spot else ''}; {START_UP_HOURS} h start-up) of max_run_hours {max_run_hours}: {verdict}"
+    )
 
 
 def describe_all(template: EstimateInputs) -> str:

@@ -29,6 +29,7 @@ from infra.config import (
 from infra.training_code import training_module
 
 CORPUS_SUFFIXES = (".jsonl", ".jsonl.zst", ".jsonl.gz", ".txt")
+SIZE = r"\s*\d+(?:\.\d+)?\s*[kKmMgGtT]?(?:i?[bB])?\s*"  # bytes, binary multiples: 6M, 1.5G, 2GiB
 # Hyperparameters the workflow derives from the input's fields; give those fields instead.
 RESERVED_HYPERPARAMETERS = {
     "model_preset",
@@ -110,6 +111,7 @@ def parse_input(raw: Any, stage: StageConfig) -> WorkflowInput:
         raw["deploy"] = {"enabled": raw["deploy"]}
     defaults = {name: dataclasses.asdict(getattr(stage, name)) for name in ("preprocessing", "training", "deploy")}
     parsed = build_dataclass(WorkflowInput, deep_merge(defaults, raw), "")
+    _validate_workflow_fields(parsed)  # before the estimate's checks, which need every field valid
     validate(
         dataclasses.replace(stage, preprocessing=parsed.preprocessing, training=parsed.training, deploy=parsed.deploy)
     )
@@ -117,7 +119,6 @@ def parse_input(raw: Any, stage: StageConfig) -> WorkflowInput:
         raise ConfigError(
             "training.image_uri", parsed.training.image_uri, f"the stage's ({stage.training.image_uri}): set it there"
         )
-    _validate_workflow_fields(parsed)
     return parsed
 
 
@@ -134,9 +135,9 @@ def _validate_workflow_fields(parsed: WorkflowInput) -> None:
         raise ConfigError("run_name", parsed.run_name, "letters, digits, '.', '_' or '-', at most 80")
     if parsed.corpus.tokenizer_sample_files <= 0:
         raise ConfigError("corpus.tokenizer_sample_files", parsed.corpus.tokenizer_sample_files, "a positive integer")
-    if not re.fullmatch(r"\d+[KMG]?", parsed.corpus.tokenizer_sample_bytes):
+    if not re.fullmatch(SIZE, parsed.corpus.tokenizer_sample_bytes):  # as preprocess.py's parse_size reads it
         raise ConfigError(
-            "corpus.tokenizer_sample_bytes", parsed.corpus.tokenizer_sample_bytes, "a size like 500M or 1G"
+            "corpus.tokenizer_sample_bytes", parsed.corpus.tokenizer_sample_bytes, "a size like 500M, 1.5G or 2GiB"
         )
     hparams = training_module("hparams")
     for name, value in parsed.hyperparameters.items():

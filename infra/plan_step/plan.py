@@ -49,7 +49,7 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
         raise InputError(str(error)) from error
     corpus = _corpus_files(settings, inp, store) if preprocess else []
     training_request = requests.training_job_request(settings, inp, names["training"], run_name)
-    _check_hyperparameters(inp, training_request["HyperParameters"])
+    check_hyperparameters(inp, training_request["HyperParameters"])
 
     sample_manifest = f"s3://{settings.datasets_bucket}/inputs/{names['tokenizer']}/tokenizer-sample.manifest"
     if train_tokenizer:  # the one write, once every check has passed
@@ -82,8 +82,9 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
     }
 
 
-def _check_hyperparameters(inp: WorkflowInput, encoded: dict[str, str]) -> None:
-    """Every hyperparameter the job would get, given or derived, as train.py and SageMaker would take it."""
+def check_hyperparameters(inp: WorkflowInput, encoded: dict[str, str]) -> None:
+    """Every hyperparameter the job would get, given or derived, as train.py and SageMaker would take it
+    (also run offline by ``python -m cli validate``)."""
     limits, hparams = aws_limits(), training_module("hparams")
     if len(encoded) > limits.hyperparameters:
         raise InputError(

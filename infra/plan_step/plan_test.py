@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
+import re
 from dataclasses import replace
 
 import pytest
+from preprocess import parse_size
 
+from infra.plan_step.execution_input import SIZE
 from infra.plan_step.plan import InputError, plan_execution
 from local.folder_store import FolderStore
 
@@ -169,7 +173,32 @@ def test_the_hugging_face_checkpoint_is_on_unless_the_input_turns_it_off(setting
 
 def test_a_layout_that_does_not_fit_fails_with_the_estimate_and_its_suggestions(settings, store):
     raw = {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "training": {"recompute": False, "micro_batch_size": 16}}
-    with pytest.raises(InputError, match=r"^training: 'gpt3-125m at micro-batch 16 x 2048 tokens needs") as error:
+    with pytest.raises(InputError, match=r"^training: gpt3-125m at micro-batch 16 x 2048 tokens needs") as error:
         plan_execution(raw, "e", settings, store)
-    assert "expected a layout that fits, e.g. training.micro_batch_size = 4 (23.7 of 24 GiB" in str(error.value)
+    assert "but ml.g5.12xlarge has 24 GiB. Set training.micro_batch_size = 4 (23.7 of 24 GiB" in str(error.value)
     assert not store.list("s3://datasets-bucket/inputs/")  # refused before the one write
+
+
+def test_a_run_that_cannot_finish_in_its_max_run_hours_is_refused_naming_both_and_the_fixes(settings, store):
+    raw = {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "training": {"train_tokens": "100B"}}  # dev: 24 h
+    with pytest.raises(InputError) as error:
+        plan_execution(raw, "e", settings, store)
+    message = str(error.value)
+    assert message.startswith("training.max_run_hours: the run needs about 373 h but training.max_run_hours is 24")
+    assert "Set training.max_run_hours = 373 (SageMaker allows up to 672); or training.train_tokens = 6.3B" in message
+    assert not store.list("s3://datasets-bucket/inputs/")  # refused before the one write
+    raw["training"]["max_run_hours"] = 373
+    assert plan_execution(raw, "e", settings, store)["requests"]["training"]["StoppingCondition"] == {
+        "MaxRuntimeInSeconds": 373 * 3600,
+        "MaxWaitTimeInSeconds": 2 * 373 * 3600,
+    }
+
+
+def test_tokenizer_sample_bytes_takes_every_size_preprocessing_reads():
+    for text in ("6M", "1G", "1.5G", "2GiB", "500m", "1073741824", "lots", "1.5", "G", "-1G", "1 TB"):
+        try:
+            parse_size(text)
+            reads = True
+        except argparse.ArgumentTypeError:
+            reads = False
+        assert bool(re.fullmatch(SIZE, text)) == reads, text

@@ -70,7 +70,7 @@ class Workflow(Construct):
         self._prefix = job_prefix
         self._datasync_task_arn = datasync_task.attr_task_arn
         notify_failure = messages.notify_failure(self, topic)
-        plan = self._plan(plan_function)
+        plan = self._plan(plan_function, notify_failure)
         tokenizer = self._sagemaker_job("TrainTokenizer", "createProcessingJob", "tokenizer")
         shards = self._sagemaker_job("WriteShards", "createProcessingJob", "shards")
         train = self._sagemaker_job(
@@ -158,8 +158,8 @@ class Workflow(Construct):
 
     # ---- States ----------------------------------------------------------------------------------
 
-    def _plan(self, function: lambda_.IFunction) -> tasks.LambdaInvoke:
-        """The Plan step: the execution input and name in, ``$.plan`` out."""
+    def _plan(self, function: lambda_.IFunction, notify_failure: sfn.IChainable) -> tasks.LambdaInvoke:
+        """The Plan step: the execution input and name in, ``$.plan`` out; a bad input's message to the e-mail."""
         plan = tasks.LambdaInvoke(
             self,
             "Plan",
@@ -173,6 +173,21 @@ class Workflow(Construct):
         )
         # Throttled beyond its reserved concurrency (security.plan_reserved_concurrency): wait and try again.
         plan.add_retry(errors=["Lambda.TooManyRequestsException"], interval=cdk.Duration.seconds(2), max_attempts=6)
+        # A bad input (InputError) fails with the Lambda runtime's JSON as the cause: its errorMessage, errorType
+        # and stackTrace. The e-mail gets the message alone; any other failure keeps its trace (a bug's).
+        read = sfn.Pass(
+            self,
+            "ReadPlanError",
+            parameters={"Error.$": "$.error.Error", "Detail.$": "States.StringToJson($.error.Cause)"},
+            result_path="$.error",
+        )
+        message = sfn.Pass(
+            self,
+            "PlanErrorMessage",
+            parameters={"Error.$": "$.error.Error", "Cause.$": "$.error.Detail.errorMessage"},
+            result_path="$.error",
+        )
+        plan.add_catch(read.next(message).next(notify_failure), errors=["InputError"], result_path="$.error")
         return plan
 
     def _training_result(self) -> sfn.Pass:

@@ -1,0 +1,54 @@
+"""outputs, upload and generate: the stack's outputs and S3 stubbed (botocore's Stubber), a real model archive."""
+
+from __future__ import annotations
+
+import json
+
+from botocore.stub import ANY
+
+from cli.__main__ import main
+from local.endpoint_test import model_dir  # noqa: F401  (the fixture: a tiny exported model and its model.tar.gz)
+
+BUCKETS = {"StateMachineArn": "arn:aws:states:us-east-1:1:stateMachine:W", "RawBucket": "gpt-dev-raw-1a2b"}
+
+
+def test_outputs_lists_the_buckets_as_uris(aws, capsys):
+    aws.stack(**BUCKETS)
+    assert main(["outputs"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "RawBucket        s3://gpt-dev-raw-1a2b/",
+        "StateMachineArn  arn:aws:states:us-east-1:1:stateMachine:W",
+    ]
+
+
+def test_upload_puts_each_corpus_file_under_the_prefix_and_prints_the_input_to_use(aws, tmp_path, capsys):
+    (tmp_path / "corpus" / "part").mkdir(parents=True)
+    (tmp_path / "corpus" / "a.jsonl.zst").write_bytes(b"x")
+    (tmp_path / "corpus" / "part" / "b.txt").write_text("text")
+    aws.stack(**BUCKETS)
+    for key in ("pile/a.jsonl.zst", "pile/part/b.txt"):
+        expected = {"Bucket": "gpt-dev-raw-1a2b", "Key": key, "Body": ANY, "ChecksumAlgorithm": ANY}
+        aws.stub("s3").add_response("put_object", {"ETag": '"e"'}, expected)
+    assert main(["upload", str(tmp_path / "corpus"), "--prefix", "pile"]) == 0
+    out = capsys.readouterr().out
+    assert 'Start a run on it with {"corpus": {"s3_uri": "s3://gpt-dev-raw-1a2b/pile/"}}' in out
+    aws.assert_done()
+
+
+def test_upload_refuses_what_preprocessing_cannot_read_naming_the_formats(aws, tmp_path, capsys):
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "a.parquet").write_bytes(b"x")
+    assert main(["upload", str(tmp_path / "corpus")]) == 1
+    err = capsys.readouterr().err
+    assert "a.parquet: not a corpus file; preprocessing reads .jsonl, .jsonl.zst, .jsonl.gz, .txt" in err
+
+
+def test_generate_from_a_local_model_archive(model_dir, capsys):  # noqa: F811
+    archive = model_dir.parent / "model.tar.gz"
+    assert main(["generate", "def main(", "--model", str(archive), "--max-new-tokens", "4", "--seed", "1"]) == 0
+    assert capsys.readouterr().out.startswith("def main(")
+    assert main(["generate", "def", "--model", str(archive), "--max-new-tokens", "100"]) == 1
+    refused = "the model refused the request: ModelError (500): 400 Bad Request: parameters.max_new_tokens must be"
+    assert refused in capsys.readouterr().err
+    assert main(["generate", "def", "--model", str(archive.parent / "none.tar.gz")]) == 1
+    assert json.dumps("no such model archive")[1:-1] in capsys.readouterr().err

@@ -1,0 +1,100 @@
+"""Check an execution input offline, as the Plan step would, and report every error at once.
+
+    python -m cli validate --stage prod --input my-input.json
+
+No credentials and no network: the input is merged over the stage's configuration (cdk.json, as synthesized)
+and put through the Plan step's own checks: every field's type and range, the model's fit in the devices'
+memory and the run's fit in its ``max_run_hours`` (the pre-flight estimate), the sources' buckets against the
+stage's ``source_buckets``, and every hyperparameter the training job would get, as train.py and SageMaker take
+it. What needs the deployed stack is left to the Plan step: that the corpus files exist, and that an existing
+dataset was made for this request.
+
+The Plan step stops at its first error; here, each bad field is reported and then left out (the stage's value
+takes its place) so that the next one shows, until the input passes or an error names no field of the input.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from typing import Any
+
+from infra.config import ConfigError, StageConfig
+from infra.plan_step import requests
+from infra.plan_step.execution_input import parse_input
+from infra.plan_step.object_store import split_uri
+from infra.plan_step.plan import InputError, check_hyperparameters
+from infra.plan_step.settings import StackSettings
+from infra.plan_step.sources import check_sources
+
+MAX_ERRORS = 50
+
+
+def offline_settings(config: StageConfig, corpus_uri: str | None) -> StackSettings:
+    """The Plan function's settings as synthesis makes them, with stand-ins for what only a deployment names.
+
+    The raw bucket's name is CloudFormation's to choose; the corpus's bucket stands in for it, so only a
+    tokenizer outside it and the stage's ``source_buckets`` is refused here.
+    """
+    from infra.sdk_tables import sdk_settings  # the SageMaker SDK's tables, as at synth
+
+    account, region, prefix = config.account, config.region, f"gpt-{config.name}"
+    return StackSettings(
+        region=region,
+        account=account,
+        job_prefix=prefix,
+        role_arn=f"arn:aws:iam::{account}:role/{prefix}-jobs",
+        kms_key_arn=f"arn:aws:kms:{region}:{account}:key/offline",
+        raw_bucket=split_uri(corpus_uri)[0] if corpus_uri else f"{prefix}-raw",
+        datasets_bucket=f"{prefix}-datasets",
+        checkpoints_bucket=f"{prefix}-checkpoints",
+        models_bucket=f"{prefix}-models",
+        file_system_id="fs-offline",
+        efs_datasets_path="/datasets",
+        subnet_ids=["subnet-offline"],
+        security_group_ids=["sg-offline"],
+        source_dir_uri=f"s3://{prefix}-assets/sourcedir.tar.gz",
+        **sdk_settings(region),
+        stage=json.loads(json.dumps(dataclasses.asdict(config))),
+    )
+
+
+def check_input(raw: Any, settings: StackSettings) -> None:
+    """The Plan step's checks that need no object store; raises ConfigError or InputError at the first error."""
+    inp = parse_input(raw, settings.stage_config)
+    check_sources(settings, inp, preprocess=False)  # whether preprocessing runs depends on the bucket's contents
+    request = requests.training_job_request(settings, inp, f"{settings.job_prefix}-offline", "offline")
+    check_hyperparameters(inp, request["HyperParameters"])
+
+
+def input_errors(raw: Any, config: StageConfig) -> list[str]:
+    """Every error of ``raw`` against the stage, one message each; an empty list when the Plan step would accept it
+    (as far as can be told offline)."""
+    corpus = raw.get("corpus") if isinstance(raw, dict) else None
+    settings = offline_settings(config, corpus.get("s3_uri") if isinstance(corpus, dict) else None)
+    raw, errors = copy.deepcopy(raw), []
+    while len(errors) < MAX_ERRORS:
+        try:
+            check_input(raw, settings)
+            return errors
+        except (ConfigError, InputError) as error:
+            message = str(error)
+            if message in errors:
+                return errors
+            errors.append(message)
+            if not _drop(raw, message.split(":", 1)[0]):
+                return errors  # about the combination or the stage's own values: the checks after it need it fixed
+    return errors
+
+
+def _drop(raw: Any, field: str) -> bool:
+    """Removes ``field`` (a dotted path, e.g. ``training.instance_count``) from ``raw``; False when it is not there."""
+    *parents, name = field.split(".")
+    node = raw
+    for part in parents:
+        node = node.get(part) if isinstance(node, dict) else None
+    if not isinstance(node, dict) or name not in node:
+        return False
+    del node[name]
+    return True

@@ -1,0 +1,48 @@
+"""python -m cli validate: the Plan step's checks offline, every error at once (no AWS at all)."""
+
+from __future__ import annotations
+
+import json
+
+from cli.__main__ import main
+
+
+def test_every_error_of_an_input_is_reported_at_once(tmp_path, capsys):
+    bad = {
+        "corpus": {"s3_uri": "s3://my-raw/pile/"},
+        "training": {"instance_count": 0, "precison": "bf16", "model_preset": "gpt2-small"},
+        "preprocessing": {"vocab_size": 10},
+        "hyperparameters": {"lerning_rate": 1e-3},
+        "run_name": "bad name",
+    }
+    (tmp_path / "in.json").write_text(json.dumps(bad))
+    assert main(["validate", "--stage", "dev", "--input", str(tmp_path / "in.json")]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split(":")[1].strip() for line in err[:-1]] == [
+        "training.precison",
+        "run_name",
+        "hyperparameters.lerning_rate",
+        "preprocessing.vocab_size",
+        "training.model_preset",
+        "training.instance_count",
+    ]
+    assert "(did you mean 'gpt3-125m'?)" in err[4]
+    assert err[-1] == f"6 error(s) in {tmp_path / 'in.json'}; the Plan step would refuse it"
+
+
+def test_the_estimate_checks_run_too_and_a_valid_input_passes(tmp_path, capsys):
+    (tmp_path / "long.json").write_text('{"corpus": {"s3_uri": "s3://raw/p/"}, "training": {"train_tokens": "100B"}}')
+    assert main(["validate", "--input", str(tmp_path / "long.json")]) == 1
+    assert "error: training.max_run_hours: the run needs about 373 h but training.max_run_hours is 24" in (
+        capsys.readouterr().err
+    )
+    (tmp_path / "ok.json").write_text('{"corpus": {"s3_uri": "s3://raw/p/"}, "training": {"train_tokens": "2B"}}')
+    assert main(["validate", "--input", str(tmp_path / "ok.json")]) == 0
+    assert "valid for stage dev" in capsys.readouterr().out
+
+
+def test_a_bad_tokenizer_source_is_refused_offline(tmp_path, capsys):
+    raw = {"corpus": {"s3_uri": "s3://raw/p/"}, "dataset": {"tokenizer_s3_uri": "s3://elsewhere/tok.json"}}
+    (tmp_path / "in.json").write_text(json.dumps(raw))
+    assert main(["validate", "--input", str(tmp_path / "in.json")]) == 1
+    assert "dataset.tokenizer_s3_uri" in capsys.readouterr().err
