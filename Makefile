@@ -15,8 +15,10 @@ STAGE ?= dev
 
 .PHONY: run test synth diff deploy destroy lint estimate wheelhouse bench install clean
 
-run: install ## The main job: synthesize and run the workflow locally (VERBOSE=1: the jobs' library logging too)
-	$(PY) -m local.run --stage $(STAGE) $(if $(INPUT),--input $(INPUT)) $(if $(VERBOSE),--verbose)
+# VERBOSE=1: the jobs' library logging too. FAULTS=throttle,failed-job,lost-endpoint: AWS's errors injected.
+run: install ## The main job: synthesize and run the workflow locally
+	$(PY) -m local.run --stage $(STAGE) $(if $(INPUT),--input $(INPUT)) $(if $(VERBOSE),--verbose) \
+		$(if $(FAULTS),--inject-faults $(FAULTS))
 
 test: install ## The whole test suite
 	$(PY) -m pytest -q

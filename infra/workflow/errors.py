@@ -35,6 +35,11 @@ def modeled_errors(service: str, operation: str) -> tuple[str, ...]:
     return tuple(shape.name for shape in model.operation_model(operation).error_shapes)
 
 
+def operation_name(action: str) -> str:
+    """The API's name of a Task ARN's action: ``startTaskExecution`` -> ``StartTaskExecution``."""
+    return action[0].upper() + action[1:]
+
+
 def _suffixed(name: str) -> str:
     return name if name.endswith("Exception") else f"{name}Exception"
 
@@ -52,3 +57,17 @@ def optimized_error(service: str, operation: str, code: str) -> str:
     if code in modeled_errors(service, operation):
         return f"{EXCEPTION_PREFIX[service]}.{_suffixed(code)}"
     return f"{EXCEPTION_PREFIX[service]}.{V1_BASE_EXCEPTION[service]}"
+
+
+def task_service(resource: str) -> tuple[bool, str, str]:
+    """(an AWS SDK integration?, service, operation) of a Task state's ``Resource`` (a function's ARN: Lambda)."""
+    integration = resource.split(":::", 1)[1] if resource.startswith("arn:aws:states:::") else "lambda:invoke"
+    sdk = integration.startswith("aws-sdk:")
+    service, action = integration.removeprefix("aws-sdk:").removesuffix(".sync").split(":")
+    return sdk, service, operation_name(action)
+
+
+def task_error(resource: str, code: str) -> str:
+    """The name a Task state with this ``Resource`` gets for the AWS error ``code``."""
+    sdk, service, operation = task_service(resource)
+    return (sdk_error if sdk else optimized_error)(service, operation, code)

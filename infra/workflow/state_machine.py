@@ -23,7 +23,7 @@ from constructs import Construct
 from infra.nag import acknowledge
 from infra.plan_step import requests
 from infra.workflow import messages
-from infra.workflow.errors import optimized_error, sdk_error
+from infra.workflow.errors import operation_name, optimized_error, sdk_error
 from infra.workflow.permissions import grant_sagemaker_jobs, sagemaker_arn
 
 # Throttling, an internal error, the service unavailable: the codes AWS means to be tried again (its common errors).
@@ -359,8 +359,7 @@ def _reads(path: str, value: str) -> sfn.Condition:
 
 def _transient(service: str, action: str, name: Callable[[str, str, str], str]) -> list[str]:
     """What Step Functions names the transient errors of ``service``'s ``action`` (camel case, as in the ARN)."""
-    operation = action[0].upper() + action[1:]
-    return sorted({name(service, operation, code) for code in TRANSIENT_CODES})
+    return sorted({name(service, operation_name(action), code) for code in TRANSIENT_CODES})
 
 
 def _retry_sdk_errors(state: tasks.CallAwsService, service: str, action: str) -> None:
