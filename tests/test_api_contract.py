@@ -15,8 +15,10 @@ import sys
 
 import pytest
 
+from infra.aws_limits import aws_limits
 from infra.plan_step import requests
 from infra.plan_step.conftest import make_settings
+from infra.plan_step.execution_input import MAX_PILE_SET_NAMES, PILE_SET_OPTION
 from infra.plan_step.plan import plan_execution
 from local.definition import resolve_definition
 from local.folder_store import FolderStore
@@ -126,6 +128,16 @@ def test_every_pile_subset_reaches_preprocess_pys_parser(all_plans: dict[str, di
             [sys.executable, "-c", parse, *arguments], cwd=ROOT / "training", capture_output=True, text=True, check=True
         )
         assert parsed.stdout.strip() == repr(sorted(PILE_SUBSETS)), kind
+
+
+def test_the_most_and_longest_names_the_plan_step_accepts_are_valid_requests(tmp_path):
+    store = FolderStore(tmp_path)
+    for i in range(8):
+        store.put_text(f"{CORPUS}{i:02d}.jsonl.zst", "x")
+    longest = aws_limits().container_argument_chars - len(PILE_SET_OPTION)
+    names = ",".join(f"{i:02d}".ljust(longest, "x") for i in range(MAX_PILE_SET_NAMES))
+    plan = plan_execution({"corpus": {"s3_uri": CORPUS, "pile_set_names": names}}, "most", make_settings("dev"), store)
+    assert findings(plan) == []
 
 
 def test_the_matrix_reaches_each_case(all_plans: dict[str, dict]):

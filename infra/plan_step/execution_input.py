@@ -16,6 +16,7 @@ import dataclasses
 import re
 from typing import Any
 
+from infra.aws_limits import aws_limits
 from infra.config import (
     ConfigError,
     DeployConfig,
@@ -48,10 +49,9 @@ RESERVED_HYPERPARAMETERS = {
 }
 
 
-# Each Pile subset name goes to the processing jobs as a container argument of its own, PILE_SET_OPTION + name:
-# SageMaker takes at most 256 characters an argument and 100 arguments a job (the jobs' own take 15).
+# Each Pile subset name goes to the processing jobs as a container argument of its own, PILE_SET_OPTION + name, at
+# most aws_limits().container_argument_chars long; of SageMaker's 100 arguments a job, the jobs' own take 15.
 PILE_SET_OPTION = "--pile_set_names="
-MAX_PILE_SET_NAME = 256 - len(PILE_SET_OPTION)
 MAX_PILE_SET_NAMES = 64
 
 
@@ -142,11 +142,11 @@ def _validate_workflow_fields(parsed: WorkflowInput) -> None:
         raise ConfigError("dataset.name", parsed.dataset.name, "letters, digits, '.', '_' or '-', at most 64")
     if parsed.run_name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}", parsed.run_name):
         raise ConfigError("run_name", parsed.run_name, "letters, digits, '.', '_' or '-', at most 80")
+    longest = aws_limits().container_argument_chars - len(PILE_SET_OPTION)
     for name in parsed.corpus.pile_sets():
-        if len(name) > MAX_PILE_SET_NAME:
-            raise ConfigError(
-                "corpus.pile_set_names", name, f"names of at most {MAX_PILE_SET_NAME} characters (SageMaker's limit)"
-            )
+        if len(name) > longest:
+            expected = f"names of at most {longest} characters (SageMaker's limit)"
+            raise ConfigError("corpus.pile_set_names", name, expected)
     if len(parsed.corpus.pile_sets()) > MAX_PILE_SET_NAMES:
         raise ConfigError(
             "corpus.pile_set_names", parsed.corpus.pile_set_names, f"at most {MAX_PILE_SET_NAMES} comma-separated names"
