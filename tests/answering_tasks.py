@@ -7,6 +7,7 @@ interpreter (``local/run_state_machine.mjs``) in seconds, with no job, for the f
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 from local import tasks
@@ -43,7 +44,7 @@ def answer(context: tasks.RunContext, resource: str, parameters: Any) -> Any:
     if not resource.startswith("arn:aws:states:::"):  # the Plan function
         return PLAN
     if resource == "arn:aws:states:::sns:publish":
-        tasks.publish(parameters, tasks.Path(context.execution_dir))
+        tasks.publish(parameters, Path(context.execution_dir))
     return ANSWERS[resource.removeprefix("arn:aws:states:::")]
 
 
