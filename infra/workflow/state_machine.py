@@ -363,6 +363,6 @@ def _transient(service: str, action: str, name: Callable[[str, str, str], str]) 
 
 
 def _retry_sdk_errors(state: tasks.CallAwsService, service: str, action: str) -> None:
-    """Throttling, timeouts and service errors of an AWS API call: five tries, backing off from 5 s."""
+    """Throttling, timeouts and service errors of an AWS API call: five retries (MaxAttempts), backing off from 5 s."""
     errors = ["States.Timeout", *_transient(service, action, sdk_error)]
     state.add_retry(errors=errors, interval=cdk.Duration.seconds(5), max_attempts=5, backoff_rate=2)
