@@ -23,8 +23,10 @@ help: ## This list (STAGE=dev|prod picks the stage, CONFIG=file.json adds overri
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 	@echo "  then: $(PY) -m cli validate|start --wait|status|stop|outputs|upload|generate --help"
 
-run: install ## The main job: synthesize and run the workflow locally (VERBOSE=1: the jobs' library logging too)
-	$(PY) -m local.run --stage $(STAGE) $(if $(INPUT),--input $(INPUT)) $(if $(VERBOSE),--verbose)
+# VERBOSE=1: the jobs' library logging too. FAULTS=throttle,failed-job,lost-endpoint: AWS's errors injected.
+run: install ## The main job: synthesize and run the workflow locally
+	$(PY) -m local.run --stage $(STAGE) $(if $(INPUT),--input $(INPUT)) $(if $(VERBOSE),--verbose) \
+		$(if $(FAULTS),--inject-faults $(FAULTS))
 
 test: install ## The whole test suite
 	$(PY) -m pytest -q

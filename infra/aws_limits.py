@@ -2,7 +2,7 @@
 
 botocore's model is what the AWS SDKs validate against, maintained by AWS with every API change, so no
 limit here is a hand copy: which instance types each API accepts (training, processing, hosting), the
-Processing instance count and volume size, and the size of the HyperParameters map.
+Processing instance count and volume size, the size of the HyperParameters map, and of a container argument.
 
 The Plan step runs where botocore may differ from the one synthesis saw (and its run-time code uses the
 standard library only), so synthesis writes the limits it read into the Plan function's bundle
@@ -38,6 +38,7 @@ class AwsLimits:
     hyperparameters: int  # HyperParameters (max entries)
     hyperparameter_key_chars: int  # HyperParameterKey (max length)
     hyperparameter_value_chars: int  # HyperParameterValue (max length)
+    container_argument_chars: int  # ContainerArgument (max length)
 
 
 def from_botocore() -> AwsLimits:
@@ -61,6 +62,7 @@ def from_botocore() -> AwsLimits:
         hyperparameters=meta("HyperParameters")["max"],
         hyperparameter_key_chars=meta("HyperParameterKey")["max"],
         hyperparameter_value_chars=meta("HyperParameterValue")["max"],
+        container_argument_chars=meta("ContainerArgument")["max"],
     )
 
 

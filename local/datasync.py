@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from local.folder_store import FolderStore
+from local.service_errors import ServiceError
 from local.stack import LocalStack
 
 
@@ -58,6 +59,6 @@ def start_task_execution(stack: LocalStack, store: FolderStore, efs_root: Path, 
 def describe_task_execution(efs_root: Path, parameters: dict) -> dict:
     """The copy above finished before it returned: SUCCESS, with the number of files."""
     marker = efs_root / ".datasync" / parameters["TaskExecutionArn"].rsplit("/", 1)[-1]
-    if not marker.is_file():
-        return {"Status": "ERROR", "Result": {"ErrorCode": "NotFound", "ErrorDetail": "unknown task execution"}}
+    if not marker.is_file():  # DataSync's answer for an execution it does not know
+        raise ServiceError("InvalidRequestException", f"{parameters['TaskExecutionArn']} does not exist")
     return {"Status": "SUCCESS", "Result": {"FilesTransferred": int(marker.read_text())}}

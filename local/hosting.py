@@ -15,6 +15,7 @@ from typing import Any
 
 from local.folder_store import FolderStore
 from local.jobs.common import REPO_ROOT, extract_archive
+from local.service_errors import ServiceError
 
 PROMPT = "def main("
 REQUEST = {"inputs": PROMPT, "parameters": {"max_new_tokens": 32}}
@@ -23,7 +24,7 @@ REQUEST = {"inputs": PROMPT, "parameters": {"max_new_tokens": 32}}
 def create_model(request: dict, store: FolderStore, hosting_dir: Path) -> dict:
     archive = store.path(request["PrimaryContainer"]["ModelDataUrl"])
     if not archive.is_file():
-        raise FileNotFoundError(f"ValidationException: {request['PrimaryContainer']['ModelDataUrl']} does not exist")
+        raise ServiceError("ValidationException", f"{request['PrimaryContainer']['ModelDataUrl']} does not exist")
     extract_archive(archive, hosting_dir / "models" / request["ModelName"])
     return {"ModelArn": f"arn:aws:sagemaker:local:000000000000:model/{request['ModelName']}"}
 
@@ -59,4 +60,7 @@ def create_endpoint(request: dict, hosting_dir: Path) -> dict:
 
 
 def describe_endpoint(parameters: dict, hosting_dir: Path) -> dict:
-    return json.loads((hosting_dir / "endpoints" / f"{parameters['EndpointName']}.json").read_text())
+    path = hosting_dir / "endpoints" / f"{parameters['EndpointName']}.json"
+    if not path.is_file():  # SageMaker's answer for an endpoint that does not exist (or no longer does)
+        raise ServiceError("ValidationException", f'Could not find endpoint "{parameters["EndpointName"]}".')
+    return json.loads(path.read_text())

@@ -1,6 +1,7 @@
 """``make run``: synthesize the stack and run its state machine on this machine, end to end, no AWS account.
 
     python -m local.run [--input my-input.json] [--execution-name NAME] [--stage dev] [--verbose]
+                        [--inject-faults throttle,failed-job,lost-endpoint]
 
 1. ``cdk synth`` writes the template (cdk-nag included) and the assets, as for a deployment;
 2. the assets are "published" to a folder that stands in for S3 (``runs/s3``), with a sample corpus;
@@ -12,6 +13,10 @@ Any field of the execution input can be overridden with ``--input`` (``make run 
 give the same ``run_name`` again to resume a run from its last checkpoint. The console shows each job's
 progress; its whole output, TensorFlow's and the SageMaker toolkit's logging included, is in the job's
 ``logs/`` folder (``--verbose``, ``make run VERBOSE=1``: on the console too).
+
+``--inject-faults`` (``make run FAULTS=throttle,lost-endpoint``) makes the service calls fail as AWS's do, under
+AWS's error names, for the definition's Retry and Catch to handle; ``local/faults.py`` says what each kind does
+and how the execution should end.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from pathlib import Path
 from cli.errors import user_message
 from infra.config import ConfigError, deep_merge, load_stage_config
 from local.corpus import write_corpus
+from local.faults import parse_kinds
 from local.folder_store import FolderStore
 from local.stack import LocalStack
 from local.summary import summarize
@@ -61,6 +67,7 @@ def run(
     corpus_mb: int = 24,
     only_required_members: bool = False,
     verbose: bool = False,
+    faults: tuple[str, ...] = (),
 ) -> int:
     cdk_out = runs / "cdk.out"
     name = synthesize(stage, cdk_out)
@@ -75,14 +82,22 @@ def run(
     execution_dir = runs / "executions" / execution_name
     execution_dir.mkdir(parents=True, exist_ok=True)
     context = RunContext(
-        str(cdk_out), name, str(runs / "s3"), str(runs / "efs"), str(execution_dir), only_required_members, verbose
+        str(cdk_out),
+        name,
+        str(runs / "s3"),
+        str(runs / "efs"),
+        str(execution_dir),
+        only_required_members,
+        verbose,
+        faults,
     )
     (execution_dir / "context.json").write_text(json.dumps(dataclasses.asdict(context), indent=2))
     (execution_dir / "definition.json").write_text(json.dumps(stack.definition(), indent=2))
     execution_input = deep_merge({"corpus": {"s3_uri": sample_uri}}, execution_input)  # unless it names one
     (execution_dir / "input.json").write_text(json.dumps(execution_input, indent=2))
     result_path = execution_dir / "result.json"
-    print(f"Execution {execution_name}: input {execution_dir / 'input.json'}\n", flush=True)
+    print(f"Execution {execution_name}: input {execution_dir / 'input.json'}", flush=True)
+    print(f"Injected faults: {', '.join(faults)} (local/faults.py)\n" if faults else "", flush=True)
 
     started = time.time()
     env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
@@ -111,6 +126,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--verbose", action="store_true", help="echo the jobs' whole output (their logs/ folders keep it anyway)"
     )
+    parser.add_argument(
+        "--inject-faults",
+        type=parse_kinds,
+        default=(),
+        metavar="KINDS",
+        help="comma list of throttle (every call once), failed-job, lost-endpoint; see local/faults.py",
+    )
     args = parser.parse_args(argv)
     try:  # a bad stage or input file is one line, before the synth
         context = json.loads((ROOT / "cdk.json").read_text())["context"]
@@ -127,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         args.corpus_mb,
         args.only_required_members,
         args.verbose,
+        args.inject_faults,
     )
 
 

@@ -1,6 +1,6 @@
 // Runs a state machine definition with aws-local-stepfunctions, a real ASL interpreter: every path,
 // intrinsic function, Choice, Retry and Catch is evaluated as Step Functions would. Each Task state is
-// bound to `python -m local.tasks`, which carries out the service call on this machine.
+// bound to `python -m local.tasks` (or the module $LOCAL_TASKS names), which carries out the service call here.
 //
 // node run_state_machine.mjs DEFINITION.json INPUT.json CONTEXT.json EXECUTION_NAME RESULT.json
 import { spawn } from 'node:child_process';
@@ -13,6 +13,7 @@ const [definitionPath, inputPath, contextPath, executionName, resultPath] = proc
 const definition = JSON.parse(readFileSync(definitionPath, 'utf8'));
 const input = JSON.parse(readFileSync(inputPath, 'utf8'));
 const python = process.env.PYTHON || 'python3';
+const handlersModule = process.env.LOCAL_TASKS || 'local.tasks'; // tests bind Task states to answering stubs
 const scratch = mkdtempSync(join(tmpdir(), 'sfn-'));
 let calls = 0;
 let finished = false; // set when the execution ends: later exits of stopped task processes mean nothing
@@ -33,7 +34,7 @@ class TaskError extends Error {
 function runTask(state, resource, taskInput) {
   const resultFile = join(scratch, `task-${++calls}.json`);
   return new Promise((resolve, reject) => {
-    const child = spawn(python, ['-m', 'local.tasks', contextPath, resultFile], { stdio: ['pipe', 'inherit', 'inherit'] });
+    const child = spawn(python, ['-m', handlersModule, contextPath, resultFile], { stdio: ['pipe', 'inherit', 'inherit'] });
     running.add(child);
     child.stdin.end(JSON.stringify({ state, resource, input: taskInput }));
     child.on('error', reject);
@@ -112,6 +113,7 @@ try {
   writeFileSync(resultPath, JSON.stringify({ status: 'SUCCEEDED', output }, null, 2));
 } catch (error) {
   stopAll();
-  writeFileSync(resultPath, JSON.stringify({ status: 'FAILED', error: error.name, cause: error.message }, null, 2));
+  const failure = error.cause ?? error; // the execution's error and cause, as DescribeExecution reports them
+  writeFileSync(resultPath, JSON.stringify({ status: 'FAILED', error: failure.name, cause: failure.message }, null, 2));
   process.exitCode = 1;
 }

@@ -3,7 +3,9 @@
 The interpreter (``run_state_machine.mjs``) calls ``python -m local.tasks CONTEXT RESULT`` with
 ``{"state", "resource", "input"}`` on stdin, ``input`` being the state's Parameters already resolved.
 The handler writes the service's answer, or ``{"Error", "Cause"}`` as Step Functions would report the
-failure, to RESULT. Only the AWS control plane is emulated; the jobs run the real entry points.
+failure (a service's error under the name Step Functions gives it: ``local/service_errors.py``), to RESULT,
+after any fault the run injects (``local/faults.py``). Only the AWS control plane is emulated; the jobs run the
+real entry points.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import json
 import signal
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,10 +23,12 @@ import botocore.session
 
 from infra.plan_step.plan import plan_execution
 from local import datasync, hosting
+from local.faults import Faults
 from local.folder_store import FolderStore
 from local.jobs.common import JobFailed
 from local.jobs.processing import run_processing_job
 from local.jobs.training import run_training_job
+from local.service_errors import ServiceError, as_task_error
 from local.stack import LocalStack
 
 SAGEMAKER = "arn:aws:states:::sagemaker:"
@@ -41,10 +46,12 @@ class RunContext:
     execution_dir: str  # jobs, endpoints and notifications of this execution
     only_required_members: bool = False  # answer without the optional members AWS may leave out
     verbose: bool = False  # echo every line of the jobs' output, library logging included
+    faults: tuple[str, ...] = ()  # local.faults.KINDS to inject
 
     @classmethod
     def read(cls, path: str | Path) -> RunContext:
-        return cls(**json.loads(Path(path).read_text()))
+        fields = json.loads(Path(path).read_text())
+        return cls(**{**fields, "faults": tuple(fields.get("faults", ()))})
 
 
 # The operation whose output shape each answer has (a .sync job's answer is its Describe*).
@@ -106,8 +113,10 @@ def publish(parameters: dict, execution: Path) -> dict:
     return {"MessageId": f"local-{abs(hash(text)) % 10**12}"}
 
 
-def as_step_functions_error(error: Exception) -> dict[str, str]:
-    """The (Error, Cause) pair Step Functions would report for this failure."""
+def as_step_functions_error(error: Exception, resource: str) -> dict[str, str]:
+    """The (Error, Cause) pair Step Functions would report for this failure of a call to ``resource``."""
+    if isinstance(error, ServiceError):
+        return as_task_error(resource, error)
     if isinstance(error, JobFailed):  # a failed .sync job
         return {"Error": error.error, "Cause": json.dumps({"FailureReason": str(error)})}
     # An exception raised by a Lambda function: its type is the error name, the cause a JSON document.
@@ -123,20 +132,24 @@ def _stop(signum: int, frame: Any) -> None:
     raise SystemExit(f"stopped by signal {signum}")  # unwinds run_hosts, which stops the job's hosts
 
 
-def main() -> int:
+def main(handler: Callable[[RunContext, str, Any], Any] = handle) -> int:
     signal.signal(signal.SIGTERM, _stop)
     context_path, result_path = sys.argv[1], sys.argv[2]
     request = json.load(sys.stdin)
     context = RunContext.read(context_path)
-    Path(context.execution_dir).mkdir(parents=True, exist_ok=True)
+    execution = Path(context.execution_dir)
+    execution.mkdir(parents=True, exist_ok=True)
     try:
-        answer = handle(context, request["resource"], request["input"])
+        Faults(frozenset(context.faults), execution / "faults").before(
+            request["state"], request["resource"], request["input"]
+        )
+        answer = handler(context, request["resource"], request["input"])
         if context.only_required_members:
             answer = required_members_only(request["resource"], answer)
         result = {"ok": answer}
         code = 0
     except Exception as error:  # every failure goes back to the interpreter, which applies Retry and Catch
-        result = {"error": as_step_functions_error(error)}
+        result = {"error": as_step_functions_error(error, request["resource"])}
         code = 1
     Path(result_path).write_text(json.dumps(result, default=str))
     return code

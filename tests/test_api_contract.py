@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 
 import pytest
 
+from infra.aws_limits import aws_limits
 from infra.plan_step import requests
 from infra.plan_step.conftest import make_settings
+from infra.plan_step.execution_input import MAX_PILE_SET_NAMES, PILE_SET_OPTION
 from infra.plan_step.plan import plan_execution
 from local.definition import resolve_definition
 from local.folder_store import FolderStore
@@ -30,6 +34,13 @@ from tests.iam_policies import PolicyReader
 from tests.synth import ROOT, synth_template
 
 CORPUS = "s3://raw-bucket/pile/"
+# The Pile's 22 subsets as its documents' meta.pile_set_name has them (Gao et al. 2020, Table 1): 271 characters.
+PILE_SUBSETS = (
+    "Pile-CC", "PubMed Central", "Books3", "OpenWebText2", "ArXiv", "Github", "FreeLaw", "StackExchange",
+    "USPTO Backgrounds", "PubMed Abstracts", "Gutenberg (PG-19)", "OpenSubtitles", "Wikipedia (en)",
+    "DM Mathematics", "Ubuntu IRC", "BookCorpus2", "EuroParl", "HackerNews", "YoutubeSubtitles", "PhilPapers",
+    "NIH ExPorter", "Enron Emails",
+)  # fmt: skip
 
 
 def readme_input(starts_with: str) -> dict:
@@ -49,6 +60,7 @@ INPUTS = {
         "deploy": {"enabled": True, "instance_type": "ml.m5.xlarge"},
         "preprocessing": {"instance_type": "ml.c5.9xlarge"},
     },
+    "every-pile-subset": {"corpus": {"pile_set_names": ", ".join(PILE_SUBSETS)}},
 }  # fmt: skip
 EXECUTION_NAMES = ("first-run", "2026-12-01_Pile CC, run #7 (retry)/" + "x" * 60)
 
@@ -102,6 +114,30 @@ def test_each_builder_returns_only_its_fields_and_they_are_the_operations_member
         assert set(fields) <= set(operation("sagemaker", REQUEST_OPERATIONS[kind]).input_shape.members), kind
         for plan in all_plans.values():
             assert set(plan["requests"][kind]) <= set(fields), kind
+
+
+def test_every_pile_subset_reaches_preprocess_pys_parser(all_plans: dict[str, dict]):
+    plan = all_plans["dev/every-pile-subset/first-run"]
+    parse = (
+        "import sys; from preprocess import build_parser; "
+        "print(sorted(build_parser().parse_args(sys.argv[1:]).pile_set_names))"
+    )
+    for kind in ("tokenizer", "shards"):
+        arguments = plan["requests"][kind]["AppSpecification"]["ContainerArguments"]
+        parsed = subprocess.run(
+            [sys.executable, "-c", parse, *arguments], cwd=ROOT / "training", capture_output=True, text=True, check=True
+        )
+        assert parsed.stdout.strip() == repr(sorted(PILE_SUBSETS)), kind
+
+
+def test_the_most_and_longest_names_the_plan_step_accepts_are_valid_requests(tmp_path):
+    store = FolderStore(tmp_path)
+    for i in range(8):
+        store.put_text(f"{CORPUS}{i:02d}.jsonl.zst", "x")
+    longest = aws_limits().container_argument_chars - len(PILE_SET_OPTION)
+    names = ",".join(f"{i:02d}".ljust(longest, "x") for i in range(MAX_PILE_SET_NAMES))
+    plan = plan_execution({"corpus": {"s3_uri": CORPUS, "pile_set_names": names}}, "most", make_settings("dev"), store)
+    assert findings(plan) == []
 
 
 def test_the_matrix_reaches_each_case(all_plans: dict[str, dict]):

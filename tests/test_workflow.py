@@ -6,6 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import botocore.session
 import pytest
 from aws_cdk.assertions import Template
 
@@ -151,3 +152,77 @@ def test_a_bad_inputs_notification_carries_its_message_without_the_lambdas_stack
     )  # fmt: skip
     error = json.loads((tmp_path / "result.json").read_text())["output"]["error"]
     assert error == {"Error": "InputError", "Cause": cause["errorMessage"]}
+
+
+# The States.* errors a Task state can raise (ASL spec, "Errors"); States.Runtime is absent: no Retry or Catch
+# handles it, and States.HeartbeatTimeout needs HeartbeatSeconds, which no state sets.
+TASK_STATES_ERRORS = {
+    "States.ALL",
+    "States.Timeout",
+    "States.TaskFailed",
+    "States.Permissions",
+    "States.ResultPathMatchFailure",
+    "States.ParameterPathFailure",
+    "States.DataLimitExceeded",
+    "States.IntrinsicFailure",
+}
+# Documented outside the service models. The guide's AWS SDK table: each service's exception prefix; an SDK error
+# the model does not list arrives as the Java SDK v2 base exception (<Prefix>.<Prefix>Exception). The optimized
+# integrations: SageMaker.AmazonSageMakerException (the guide's SageMaker examples), SNS.AmazonSNSException, and the
+# Lambda errors of the guide's "Handle transient Lambda service exceptions".
+SDK_PREFIX = {"datasync": "DataSync", "sagemaker": "SageMaker"}
+OPTIMIZED = {
+    "sagemaker": ("SageMaker", {"SageMaker.AmazonSageMakerException"}),
+    "sns": ("SNS", {"SNS.AmazonSNSException"}),
+    "lambda": (
+        "Lambda",
+        {"Lambda.AWSLambdaException", "Lambda.SdkClientException", "Lambda.ClientExecutionTimeoutException"},
+    ),
+}
+
+
+def modeled(service: str, action: str, prefix: str) -> set[str]:
+    """``prefix.Name`` for every error botocore's model lists for the operation, always ending in Exception."""
+    model = botocore.session.get_session().get_service_model(service)
+    shapes = model.operation_model(action[0].upper() + action[1:]).error_shapes
+    return {f"{prefix}.{s.name}" + ("" if s.name.endswith("Exception") else "Exception") for s in shapes}
+
+
+def raisable(resource: str) -> set[str]:
+    """Every error name Step Functions can report for a Task state with this ``Resource``."""
+    if resource.startswith("arn:aws:states:::aws-sdk:"):
+        service, action = resource.removeprefix("arn:aws:states:::aws-sdk:").split(":")
+        prefix = SDK_PREFIX[service]
+        return TASK_STATES_ERRORS | modeled(service, action, prefix) | {f"{prefix}.{prefix}Exception"}
+    if resource.startswith("arn:aws:states:::"):
+        service, action = resource.removeprefix("arn:aws:states:::").removesuffix(".sync").split(":")
+        prefix, documented = OPTIMIZED[service]
+        return TASK_STATES_ERRORS | modeled(service, action, prefix) | documented
+    prefix, documented = OPTIMIZED["lambda"]  # a function's ARN: Lambda's Invoke
+    return TASK_STATES_ERRORS | modeled("lambda", "Invoke", prefix) | documented
+
+
+def test_every_retry_and_catch_names_errors_its_task_can_raise(definition: dict):
+    handled = 0
+    for name, state in definition["States"].items():
+        if state["Type"] != "Task":
+            continue
+        names = {e for rule in state.get("Retry", []) + state.get("Catch", []) for e in rule["ErrorEquals"]}
+        assert names - raisable(state["Resource"]) == set(), name
+        handled += len(names - TASK_STATES_ERRORS)
+    assert handled >= 15  # the service errors are named, not only States.ALL
+
+
+def test_every_aws_call_retries_its_throttling_error(definition: dict):
+    throttled = {  # what throttling arrives as: botocore models no ThrottlingException for these operations
+        "arn:aws:states:::aws-sdk:datasync:startTaskExecution": "DataSync.DataSyncException",
+        "arn:aws:states:::aws-sdk:datasync:describeTaskExecution": "DataSync.DataSyncException",
+        "arn:aws:states:::aws-sdk:sagemaker:describeEndpoint": "SageMaker.SageMakerException",
+    }
+    for name, state in definition["States"].items():
+        resource = state.get("Resource", "")
+        if resource.startswith("arn:aws:states:::sagemaker:"):
+            throttled[resource] = "SageMaker.AmazonSageMakerException"
+        if resource in throttled:
+            retried = {e for rule in state["Retry"] for e in rule["ErrorEquals"]}
+            assert throttled[resource] in retried, name

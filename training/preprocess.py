@@ -53,6 +53,14 @@ def name_list(text: str) -> frozenset[str]:
     return frozenset(name.strip() for name in text.split(",") if name.strip())
 
 
+class AddNames(argparse.Action):
+    """A comma list of names, added to those of the option's earlier uses: the Plan step passes one name an argument
+    (``--pile_set_names=Gutenberg (PG-19)``), as SageMaker caps a container argument at 256 characters."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        setattr(namespace, self.dest, getattr(namespace, self.dest) | name_list(values))
+
+
 def fraction(text: str) -> float:
     value = float(text)
     if not 0 <= value < 1:
@@ -104,9 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     common.add_argument(
         "--pile_set_names",
-        type=name_list,
+        action=AddNames,
         default=frozenset(),
-        help="comma-separated meta.pile_set_name values to keep; empty keeps all",
+        help="comma-separated meta.pile_set_name values to keep, the option repeatable; none keeps all",
     )
     common.add_argument("--workers", type=int, default=0, help="shards: encoding processes; 0 = every core")
     common.add_argument(

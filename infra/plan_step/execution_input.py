@@ -16,6 +16,7 @@ import dataclasses
 import re
 from typing import Any
 
+from infra.aws_limits import aws_limits
 from infra.config import (
     ConfigError,
     DeployConfig,
@@ -50,6 +51,12 @@ RESERVED_HYPERPARAMETERS = {
 }
 
 
+# Each Pile subset name goes to the processing jobs as a container argument of its own, PILE_SET_OPTION + name, at
+# most aws_limits().container_argument_chars long; of SageMaker's 100 arguments a job, the jobs' own take 15.
+PILE_SET_OPTION = "--pile_set_names="
+MAX_PILE_SET_NAMES = 64
+
+
 @dataclasses.dataclass(frozen=True)
 class CorpusInput:
     """Where the raw text is.
@@ -65,6 +72,10 @@ class CorpusInput:
     pile_set_names: str = ""
     tokenizer_sample_files: int = 2
     tokenizer_sample_bytes: str = "1G"
+
+    def pile_sets(self) -> list[str]:
+        """``pile_set_names`` as a list, in order, blanks dropped."""
+        return [name.strip() for name in self.pile_set_names.split(",") if name.strip()]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +144,15 @@ def _validate_workflow_fields(parsed: WorkflowInput) -> None:
         raise ConfigError("dataset.name", parsed.dataset.name, "letters, digits, '.', '_' or '-', at most 64")
     if parsed.run_name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}", parsed.run_name):
         raise ConfigError("run_name", parsed.run_name, "letters, digits, '.', '_' or '-', at most 80")
+    longest = aws_limits().container_argument_chars - len(PILE_SET_OPTION)
+    for name in parsed.corpus.pile_sets():
+        if len(name) > longest:
+            expected = f"names of at most {longest} characters (SageMaker's limit)"
+            raise ConfigError("corpus.pile_set_names", name, expected)
+    if len(parsed.corpus.pile_sets()) > MAX_PILE_SET_NAMES:
+        raise ConfigError(
+            "corpus.pile_set_names", parsed.corpus.pile_set_names, f"at most {MAX_PILE_SET_NAMES} comma-separated names"
+        )
     if parsed.corpus.tokenizer_sample_files <= 0:
         raise ConfigError("corpus.tokenizer_sample_files", parsed.corpus.tokenizer_sample_files, "a positive integer")
     if not re.fullmatch(SIZE, parsed.corpus.tokenizer_sample_bytes):  # as preprocess.py's parse_size reads it

@@ -137,6 +137,14 @@ def test_existing_or_given_tokenizer_is_reused(settings, store):
         ),
         ({"hyperparameters": {"sagemaker_program": "x.py"}}, "hyperparameters.sagemaker_program: 'x.py' is not valid"),
         ({"corpus": {"s3_uri": "s3://raw-bucket/empty/"}}, "corpus.s3_uri: no .jsonl"),
+        (
+            {"corpus": {"s3_uri": "s3://raw-bucket/pile/", "pile_set_names": "Github," + "x" * 240}},
+            "x' is not valid; expected names of at most 239 characters",
+        ),
+        (
+            {"corpus": {"s3_uri": "s3://raw-bucket/pile/", "pile_set_names": ",".join(f"s{i}" for i in range(65))}},
+            "is not valid; expected at most 64 comma-separated names",
+        ),
         ({"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "preprocessing": {"instance_count": 6}}, "expected at most 5"),
     ],
 )

@@ -14,7 +14,7 @@ from infra.config import SAGEMAKER_MAX_RUN_HOURS
 from infra.images import TENSORFLOW_VERSION, image_key
 from infra.instances import INSTANCE_TYPES
 from infra.plan_step import debugger
-from infra.plan_step.execution_input import WorkflowInput
+from infra.plan_step.execution_input import PILE_SET_OPTION, WorkflowInput
 from infra.plan_step.metric_definitions import METRIC_DEFINITIONS
 from infra.plan_step.settings import StackSettings
 from infra.training_code import training_module
@@ -182,6 +182,11 @@ def _processing_job(
     }
 
 
+def _pile_set_arguments(inp: WorkflowInput) -> list[str]:
+    """One argument a name: a single comma list of every Pile subset (271 characters) passes SageMaker's 256."""
+    return [PILE_SET_OPTION + name for name in inp.corpus.pile_sets()]
+
+
 def tokenizer_job_request(settings: StackSettings, inp: WorkflowInput, name: str, sample_manifest_uri: str) -> dict:
     """One instance trains the BPE tokenizer on a sample of the corpus (the files listed in the manifest)."""
     pre = inp.preprocessing
@@ -195,8 +200,7 @@ def tokenizer_job_request(settings: StackSettings, inp: WorkflowInput, name: str
         str(pre.vocab_size),
         "--sample_bytes",
         inp.corpus.tokenizer_sample_bytes,
-        "--pile_set_names",
-        inp.corpus.pile_set_names,
+        *_pile_set_arguments(inp),
     ]
     raw = _s3_input("raw", sample_manifest_uri, "raw", data_type="ManifestFile")
     output = tokenizer_dir_uri(settings, inp).rsplit("/", 1)[0] + "/"
@@ -220,8 +224,7 @@ def shards_job_request(settings: StackSettings, inp: WorkflowInput, name: str) -
         str(pre.shard_size_mb),
         "--validation_fraction",
         str(pre.validation_fraction),
-        "--pile_set_names",
-        inp.corpus.pile_set_names,
+        *_pile_set_arguments(inp),
     ]
     inputs = [
         _s3_input("raw", corpus_uri(settings, inp), "raw", sharded=True),

@@ -8,6 +8,8 @@ channels, checkpoints, spot, profiler...) and there is no processing-job task, s
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import aws_cdk as cdk
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -21,10 +23,11 @@ from constructs import Construct
 from infra.nag import acknowledge
 from infra.plan_step import requests
 from infra.workflow import messages
+from infra.workflow.errors import operation_name, optimized_error, sdk_error
 from infra.workflow.permissions import grant_sagemaker_jobs, sagemaker_arn
 
-SAGEMAKER_ERRORS_TO_RETRY = ["SageMaker.AmazonSageMakerException", "SageMaker.ThrottlingException"]
-AWS_SDK_ERRORS_TO_RETRY = ["States.Timeout", "ThrottlingException", "InternalException", "ServiceUnavailableException"]
+# Throttling, an internal error, the service unavailable: the codes AWS means to be tried again (its common errors).
+TRANSIENT_CODES = ("ThrottlingException", "InternalException", "ServiceUnavailable")
 # DescribeTrainingJob's optional members that the success notification reports, with what it says without them.
 # A JSONPath that finds nothing raises States.Runtime, which no Catch catches: absent members must be harmless.
 TRAINING_RESULT_DEFAULTS = {
@@ -218,7 +221,12 @@ class Workflow(Construct):
             "InputPath": f"$.plan.requests.{request}",
             "ResultPath": result_path or f"$.{request}",
             "Retry": [
-                {"ErrorEquals": SAGEMAKER_ERRORS_TO_RETRY, "IntervalSeconds": 10, "MaxAttempts": 5, "BackoffRate": 2}
+                {
+                    "ErrorEquals": _transient("sagemaker", action, optimized_error),
+                    "IntervalSeconds": 10,
+                    "MaxAttempts": 5,
+                    "BackoffRate": 2,
+                }
             ],
         }
         if sync:  # a job's state waits as long as the job may run, then times out
@@ -244,7 +252,7 @@ class Workflow(Construct):
             iam_resources=[self._datasync_task_arn],
             result_path="$.datasync",
         )
-        _retry_sdk_errors(start)
+        _retry_sdk_errors(start, "datasync", "startTaskExecution")
         start.add_catch(notify_failure, result_path="$.error")
         describe = tasks.CallAwsService(
             self,
@@ -256,6 +264,7 @@ class Workflow(Construct):
             iam_resources=[f"{self._datasync_task_arn}/execution/*"],
             result_path="$.datasync_status",
         )
+        _retry_sdk_errors(describe, "datasync", "describeTaskExecution")
         # Status and Result are optional members: the cause is the whole description, which is always there.
         cause = sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.datasync_status"))
         poll = self._poll(
@@ -313,6 +322,7 @@ class Workflow(Construct):
             iam_resources=[sagemaker_arn(self._prefix, "endpoint")],
             result_path="$.deployment.status",
         )
+        _retry_sdk_errors(describe, "sagemaker", "describeEndpoint")
         cause = sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.deployment.status"))  # FailureReason is optional
         poll = self._poll(
             "Endpoint",
@@ -346,7 +356,6 @@ class Workflow(Construct):
             failed: (status value, error name, cause) for the failure notification.
         """
         wait = sfn.Wait(self, f"WaitFor{name}", time=sfn.WaitTime.duration(cdk.Duration.seconds(seconds)))
-        _retry_sdk_errors(describe)
         describe.add_catch(notify_failure, result_path="$.error")
         failed_status, error, cause = failed
         failure = sfn.Pass(self, f"{name}Failed", result_path="$.error", parameters={"Error": error, "Cause": cause})
@@ -363,6 +372,12 @@ def _reads(path: str, value: str) -> sfn.Condition:
     return sfn.Condition.and_(sfn.Condition.is_present(path), sfn.Condition.string_equals(path, value))
 
 
-def _retry_sdk_errors(state: tasks.CallAwsService) -> None:
-    """Throttling, timeouts and service errors of an AWS API call: five tries, backing off from 5 s."""
-    state.add_retry(errors=AWS_SDK_ERRORS_TO_RETRY, interval=cdk.Duration.seconds(5), max_attempts=5, backoff_rate=2)
+def _transient(service: str, action: str, name: Callable[[str, str, str], str]) -> list[str]:
+    """What Step Functions names the transient errors of ``service``'s ``action`` (camel case, as in the ARN)."""
+    return sorted({name(service, operation_name(action), code) for code in TRANSIENT_CODES})
+
+
+def _retry_sdk_errors(state: tasks.CallAwsService, service: str, action: str) -> None:
+    """Throttling, timeouts and service errors of an AWS API call: five retries (MaxAttempts), backing off from 5 s."""
+    errors = ["States.Timeout", *_transient(service, action, sdk_error)]
+    state.add_retry(errors=errors, interval=cdk.Duration.seconds(5), max_attempts=5, backoff_rate=2)

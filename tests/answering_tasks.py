@@ -1,0 +1,52 @@
+"""Task handlers that only answer, as each service would on success: the definition runs through the real
+interpreter (``local/run_state_machine.mjs``) in seconds, with no job, for the faults ``local.tasks`` injects.
+
+    LOCAL_TASKS=tests.answering_tasks node local/run_state_machine.mjs ...
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from local import tasks
+
+ENDPOINT = "gpt-dev-faults-end"
+# The Plan step's answer: every step runs (tokenizer, shards, staging, training, deployment).
+PLAN = {
+    "preprocess": {"run": True, "train_tokenizer": True, "dataset_ready": False},
+    "stage_to_efs": True,
+    "deploy": True,
+    "datasync_include": "/datasets/faults/*",
+    "names": {"endpoint": ENDPOINT},
+    "requests": {kind: {} for kind in ("tokenizer", "shards", "training", "model", "endpoint_config", "endpoint")},
+    "checkpoint_uri": "s3://checkpoints/faults/",
+    "training_report_uri": "s3://models/faults/report.html",
+}
+ANSWERS = {
+    "sagemaker:createProcessingJob.sync": {"ProcessingJobStatus": "Completed"},
+    "sagemaker:createTrainingJob.sync": {
+        "TrainingJobStatus": "Completed",
+        "ModelArtifacts": {"S3ModelArtifacts": "s3://models/faults/model.tar.gz"},
+    },
+    "sagemaker:createModel": {"ModelArn": "arn:aws:sagemaker:local:000000000000:model/m"},
+    "sagemaker:createEndpointConfig": {"EndpointConfigArn": "arn:aws:sagemaker:local:000000000000:endpoint-config/c"},
+    "sagemaker:createEndpoint": {"EndpointArn": f"arn:aws:sagemaker:local:000000000000:endpoint/{ENDPOINT}"},
+    "aws-sdk:sagemaker:describeEndpoint": {"EndpointName": ENDPOINT, "EndpointStatus": "InService"},
+    "aws-sdk:datasync:startTaskExecution": {"TaskExecutionArn": "arn:aws:datasync:local:0:task/t/execution/e"},
+    "aws-sdk:datasync:describeTaskExecution": {"Status": "SUCCESS"},
+    "sns:publish": {"MessageId": "local"},
+}
+
+
+def answer(context: tasks.RunContext, resource: str, parameters: Any) -> Any:
+    if not resource.startswith("arn:aws:states:::"):  # the Plan function
+        return PLAN
+    if resource == "arn:aws:states:::sns:publish":
+        tasks.publish(parameters, Path(context.execution_dir))
+    return ANSWERS[resource.removeprefix("arn:aws:states:::")]
+
+
+if __name__ == "__main__":
+    sys.exit(tasks.main(answer))
