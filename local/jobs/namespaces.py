@@ -1,0 +1,167 @@
+"""A job's hosts on one machine as SageMaker runs its instances: each in namespaces of its own, as in a container.
+
+Each host's command is PID 1 of its own PID namespace (``unshare --pid``), so it receives from outside only the
+signals it has a handler for (pid_namespaces(7)), and a stop is SIGTERM to that PID 1 alone, as SageMaker sends it.
+Each host also has its own network namespace, as the toolkit gives every host the same TF_CONFIG port (8890) and
+TensorFlow binds it on 0.0.0.0: ``eth0`` linked to the job's switch (a bridge in a namespace of its own), an
+address, an /etc/hosts that resolves ``algo-1 ... algo-N`` (bind-mounted in the host's mount namespace) and no
+route out. The namespaces belong to processes (nothing is named or left on disk): they go with the job.
+
+As root the namespaces are made directly; as a normal user inside one unprivileged user namespace per job
+(``unshare --user --map-root-user``), where the kernel allows that. Where neither works (some distributions
+restrict user namespaces; no util-linux or iproute2; not Linux), ``isolation()`` says why and the hosts are plain
+processes, stopped by SIGTERM to each one's process group (``Plain``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+SUBNET = "10.213.0"
+TOOLS = ("unshare", "nsenter", "ip", "mount")
+# PID 1 of a host until its command replaces it: the hosts file in place, a line on stdin once the network is
+# wired, then the command.
+GATE = 'mount --bind "$0" /etc/hosts && read -r _ && exec "$@" </dev/null'
+HOST_NAMESPACES = ["unshare", "--net", "--pid", "--mount", "--fork", "--mount-proc", "--"]
+USER_NAMESPACE = ["--user", "--map-root-user"]
+START_SECONDS = 30.0  # the most a host's namespaces take to appear
+
+
+@functools.cache
+def isolation() -> tuple[str | None, str]:
+    """``("root" | "user", "")`` where hosts get namespaces here, else ``(None, why not)``."""
+    if sys.platform != "linux":
+        return None, f"{sys.platform} has no Linux namespaces"
+    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
+    if missing:
+        return None, f"{', '.join(missing)} not found (util-linux, iproute2)"
+    for mode, user in (("root", []), ("user", USER_NAMESPACE)):
+        if mode == "root" and os.geteuid() != 0:
+            continue
+        probe = ["unshare", *user, *HOST_NAMESPACES[1:-1], "true"]
+        if subprocess.run(probe, capture_output=True, check=False).returncode == 0:
+            return mode, ""
+    return None, "this kernel does not let a normal user create user namespaces (e.g. an AppArmor restriction)"
+
+
+def _run(*argv: str) -> None:
+    subprocess.run(argv, check=True, capture_output=True, text=True)
+
+
+def pid1(process: subprocess.Popen) -> int | None:
+    """The host's PID 1 as this machine numbers it: the one child of its ``unshare --fork`` (None: not yet, or gone)."""
+    with contextlib.suppress(OSError):
+        children = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
+        return int(children[0]) if children else None
+    return None
+
+
+class Namespaces:
+    """The namespaces of one job's hosts: ``start`` a host, ``signal`` its PID 1, ``close`` the switch."""
+
+    def __init__(self, names: list[str], folder: Path, mode: str):
+        self.names, self.mode = names, mode
+        folder.mkdir(parents=True, exist_ok=True)
+        self.hosts_file = folder / "hosts"
+        names_file = "".join(f"{SUBNET}.{i + 1} {host}\n" for i, host in enumerate(names))
+        self.hosts_file.write_text(f"127.0.0.1 localhost\n{names_file}")
+        user = USER_NAMESPACE if mode == "user" else []
+        # The switch's namespaces are held by a process that ends when this one closes its stdin (or dies).
+        holder = ["unshare", *user, "--net", "--", "cat"]
+        self.switch = subprocess.Popen(holder, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+        _wait_for(lambda: Path(f"/proc/{self.switch.pid}/comm").read_text().strip() == "cat", self.switch)
+        self._in(self.switch.pid, "ip", "link", "add", "br0", "type", "bridge")
+        self._in(self.switch.pid, "ip", "link", "set", "br0", "up")
+
+    def _user(self) -> list[str]:
+        """Enters the job's user namespace (as its root, the caller's own uid outside), or nothing as root."""
+        if self.mode != "user":
+            return []
+        return ["nsenter", f"--user=/proc/{self.switch.pid}/ns/user", "--preserve-credentials", "--"]
+
+    def _in(self, pid: int, *argv: str) -> None:
+        """Runs ``argv`` in the network namespace of ``pid``, with the job's privileges."""
+        _run(*self._user(), "nsenter", f"--net=/proc/{pid}/ns/net", "--", *argv)
+
+    def start(self, name: str, argv: list[str], **popen: object) -> subprocess.Popen:
+        """Starts ``argv`` as PID 1 of host ``name``'s namespaces, once its network is wired."""
+        process = subprocess.Popen(
+            [*self._user(), *HOST_NAMESPACES, "sh", "-c", GATE, str(self.hosts_file), *argv],
+            stdin=subprocess.PIPE, **popen,
+        )  # fmt: skip
+        _wait_for(lambda: pid1(process) is not None, process)
+        number = self.names.index(name) + 1
+        port, host = f"s{number}", ["name", "eth0", "netns", str(process.pid)]  # eth0 as on an instance
+        self._in(self.switch.pid, "ip", "link", "add", port, "type", "veth", "peer", *host)
+        self._in(self.switch.pid, "ip", "link", "set", port, "master", "br0", "up")
+        self._in(process.pid, "ip", "addr", "add", f"{SUBNET}.{number}/24", "dev", "eth0")
+        self._in(process.pid, "ip", "link", "set", "eth0", "up")
+        self._in(process.pid, "ip", "link", "set", "lo", "up")
+        process.stdin.write("\n")
+        process.stdin.close()
+        return process
+
+    @staticmethod
+    def signal(process: subprocess.Popen, signum: int) -> None:
+        """``signum`` to the host's PID 1 only, as SageMaker signals a container (it arrives if PID 1 handles it)."""
+        pid = pid1(process)
+        with contextlib.suppress(ProcessLookupError):
+            if pid:
+                os.kill(pid, signum)
+            elif signum == signal.SIGKILL:  # no PID 1 (yet): the namespaces' launcher itself
+                process.kill()
+
+    def close(self) -> None:
+        self.switch.stdin.close()
+        self.switch.wait()
+
+
+class Plain:
+    """Hosts as plain processes, where namespaces are not to be had: a signal goes to the host's process group."""
+
+    @staticmethod
+    def start(name: str, argv: list[str], **popen: object) -> subprocess.Popen:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True, **popen)
+
+    @staticmethod
+    def signal(process: subprocess.Popen, signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError):  # the group may be gone already
+            os.killpg(process.pid, signum)
+
+    def close(self) -> None:
+        pass
+
+
+def _wait_for(ready, process: subprocess.Popen) -> None:
+    deadline = time.monotonic() + START_SECONDS
+    while True:
+        with contextlib.suppress(OSError):
+            if ready():
+                return
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"namespaces did not start: {process.args} (exit code {process.poll()})")
+        time.sleep(0.01)
+
+
+@contextlib.contextmanager
+def hosts(names: list[str], folder: Path, fallback: str = "") -> Iterator[Namespaces | Plain]:
+    """Where the job's hosts run: namespaces of their own, or plain processes with a one-line notice of why and
+    what differs (``fallback``: what the job itself does differently then)."""
+    mode, why = isolation()
+    if mode is None:
+        print(f"  note: {why}, so hosts are plain processes here{fallback}, and a stop signals all of a host's "
+              "processes, not its PID 1", flush=True)  # fmt: skip
+    launcher = Namespaces(names, folder, mode) if mode else Plain()
+    try:
+        yield launcher
+    finally:
+        launcher.close()
