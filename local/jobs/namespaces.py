@@ -114,11 +114,11 @@ class Namespaces:
     def signal(process: subprocess.Popen, signum: int) -> None:
         """``signum`` to the host's PID 1 only, as SageMaker signals a container (it arrives if PID 1 handles it)."""
         pid = pid1(process)
+        if signum == signal.SIGKILL:  # the launcher too, which would report a killed PID 1 as exit code 1
+            process.kill()
         with contextlib.suppress(ProcessLookupError):
             if pid:
                 os.kill(pid, signum)
-            elif signum == signal.SIGKILL:  # no PID 1 (yet): the namespaces' launcher itself
-                process.kill()
 
     def close(self) -> None:
         self.switch.stdin.close()

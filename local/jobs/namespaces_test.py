@@ -1,42 +1,40 @@
-"""Each host of a job gets a network of its own where the job's host names resolve; nothing outlives the job."""
+"""Each host of a job is PID 1 of its own namespaces, with a network where the job's host names resolve."""
 
-import subprocess
+import sys
 
 import pytest
 
-from local.jobs import network
+from local.jobs import namespaces
+from local.jobs.common import Host, run_hosts
 
-pytestmark = pytest.mark.skipif(not network.available(), reason="network namespaces need root and iproute2")
+pytestmark = pytest.mark.skipif(namespaces.isolation()[0] is None, reason=namespaces.isolation()[1])
 
-
-def namespaces() -> str:
-    return subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
-
-
-def test_hosts_resolve_and_reach_each_other_and_the_namespaces_go_with_the_job():
-    with network.host_networks(["algo-1", "algo-2"]) as prefixes:
-        resolved = subprocess.run([*prefixes["algo-1"], "getent", "hosts", "algo-2"], capture_output=True, text=True)
-        assert resolved.stdout.split() == ["10.213.0.2", "algo-2"]
-        # algo-2 listens on the port every host uses (TF_CONFIG's 8890); algo-1 connects to it by name
-        server = subprocess.Popen([*prefixes["algo-2"], "python3", "-c", LISTEN])
-        reply = subprocess.run([*prefixes["algo-1"], "python3", "-c", CONNECT], capture_output=True, text=True)
-        server.wait(timeout=10)
-        assert reply.stdout.strip() == "hello from algo-2", reply.stderr
-        spaces = [prefix[-1] for prefix in prefixes.values()]
-        assert all(space in namespaces() for space in spaces)
-    assert not any(space in namespaces() for space in spaces)
-
-
-LISTEN = """
-import socket
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", 8890)); s.listen()
-c, _ = s.accept(); c.sendall(b"hello from algo-2"); c.close()
+# Every host binds the port every host uses (TF_CONFIG's 8890) on 0.0.0.0; algo-1 connects to algo-2 by name.
+HOST = """
+import os, socket, sys, time
+print("pid", os.getpid(), "addresses", socket.gethostbyname("algo-1"), socket.gethostbyname("algo-2"))
+server = socket.socket(); server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); server.bind(("0.0.0.0", 8890))
+server.listen()
+if sys.argv[1] == "algo-2":
+    client, _ = server.accept(); client.sendall(b"hello from algo-2"); client.close()
+else:
+    for _ in range(100):
+        try:
+            print(socket.create_connection(("algo-2", 8890), timeout=1).recv(100).decode()); break
+        except OSError:
+            time.sleep(0.1)
+try:
+    print("outside", socket.create_connection(("1.1.1.1", 53), timeout=1))
+except OSError as error:
+    print("no route out:", type(error).__name__)
 """
-CONNECT = """
-import socket, time
-for _ in range(50):
-    try:
-        print(socket.create_connection(("algo-2", 8890), timeout=1).recv(100).decode()); break
-    except OSError:
-        time.sleep(0.1)
-"""
+
+
+def test_hosts_are_pid_1_bind_the_same_port_reach_each_other_by_name_and_nothing_else(tmp_path):
+    hosts = [Host(name, [sys.executable, "-c", HOST, name], {}, tmp_path) for name in ("algo-1", "algo-2")]
+    codes = run_hosts(hosts, tmp_path / "logs", echo="none", grace_seconds=1.0)
+    assert codes == {"algo-1": 0, "algo-2": 0}, [host.lines for host in hosts]
+    first, second = ([line.strip() for line in host.lines] for host in hosts)
+    assert first[0] == second[0] == "pid 1 addresses 10.213.0.1 10.213.0.2"
+    assert first[1] == "hello from algo-2"
+    assert first[2].startswith("no route out:") and second[1].startswith("no route out:")
