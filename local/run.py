@@ -9,9 +9,10 @@
 4. a summary: tokens, losses, where the model, tokenizer, checkpoints and a loss curve are.
 
 Any field of the execution input can be overridden with ``--input`` (``make run INPUT=file.json``);
-give the same ``run_name`` again to resume a run from its last checkpoint. The console shows each job's
-progress; its whole output, TensorFlow's and the SageMaker toolkit's logging included, is in the job's
-``logs/`` folder (``--verbose``, ``make run VERBOSE=1``: on the console too).
+give the same ``run_name`` again to resume a run from its last checkpoint; ``--interrupt-at-step N`` interrupts
+the (then spot) training job at step N as a spot reclaim does, and the job starts again from its checkpoints.
+The console shows each job's progress; its whole output, TensorFlow's and the SageMaker toolkit's logging
+included, is in the job's ``logs/`` folder (``--verbose``, ``make run VERBOSE=1``: on the console too).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ def run(
     corpus_mb: int = 24,
     only_required_members: bool = False,
     verbose: bool = False,
+    interrupt_at_step: int = 0,
 ) -> int:
     cdk_out = runs / "cdk.out"
     name = synthesize(stage, cdk_out)
@@ -75,11 +77,14 @@ def run(
     execution_dir = runs / "executions" / execution_name
     execution_dir.mkdir(parents=True, exist_ok=True)
     context = RunContext(
-        str(cdk_out), name, str(runs / "s3"), str(runs / "efs"), str(execution_dir), only_required_members, verbose
-    )
+        str(cdk_out), name, str(runs / "s3"), str(runs / "efs"), str(execution_dir), only_required_members, verbose,
+        interrupt_at_step,
+    )  # fmt: skip
     (execution_dir / "context.json").write_text(json.dumps(dataclasses.asdict(context), indent=2))
     (execution_dir / "definition.json").write_text(json.dumps(stack.definition(), indent=2))
     execution_input = deep_merge({"corpus": {"s3_uri": sample_uri}}, execution_input)  # unless it names one
+    if interrupt_at_step:  # only a spot job is interrupted and started again
+        execution_input = deep_merge(execution_input, {"training": {"spot": True}})
     (execution_dir / "input.json").write_text(json.dumps(execution_input, indent=2))
     result_path = execution_dir / "result.json"
     print(f"Execution {execution_name}: input {execution_dir / 'input.json'}\n", flush=True)
@@ -111,6 +116,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--verbose", action="store_true", help="echo the jobs' whole output (their logs/ folders keep it anyway)"
     )
+    parser.add_argument(
+        "--interrupt-at-step",
+        type=int,
+        default=0,
+        help="a spot interruption: stop the training job (spot) at this step and start it again from its checkpoints",
+    )
     args = parser.parse_args(argv)
     try:  # a bad stage or input file is one line, before the synth
         context = json.loads((ROOT / "cdk.json").read_text())["context"]
@@ -127,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         args.corpus_mb,
         args.only_required_members,
         args.verbose,
+        args.interrupt_at_step,
     )
 
 

@@ -12,6 +12,7 @@ import sys
 import tarfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,12 +108,14 @@ def run_hosts(
     echo: Echo = "progress",
     grace_seconds: float = STOP_GRACE_SECONDS,
     fallback: str = "",
+    interrupt: Callable[[], bool] = lambda: False,
 ) -> dict[str, int]:
     """Starts every host at once, streams their output (prefixed by host), stops all if one fails.
 
     Each host's output goes whole to ``<log_dir>/<host>.log``; ``echo`` says what of it is printed here too
     (``"progress"``: what ``local.jobs.console`` does not count as library noise). Each host's command is PID 1
     of its own namespaces (``local/jobs/namespaces.py``; ``fallback``: what the job does where there are none).
+    ``interrupt`` says when to stop the job as a spot reclaim does, polled while the hosts run.
 
     A host is stopped as SageMaker stops an instance: SIGTERM to its PID 1, SIGKILL ``grace_seconds`` later.
     """
@@ -130,7 +133,7 @@ def run_hosts(
                 thread = threading.Thread(target=_pump, args=(processes[host.name], host, log, echo), daemon=True)
                 thread.start()
                 threads.append(thread)
-            codes = _wait(processes)
+            codes = _wait(processes, interrupt)
         finally:  # a failed host, or this job stopped (a timeout, Ctrl-C): no host outlives the job
             _stop(launcher, list(processes.values()), grace_seconds)
     codes.update({name: process.returncode for name, process in processes.items()})
@@ -139,10 +142,10 @@ def run_hosts(
     return codes
 
 
-def _wait(processes: dict[str, subprocess.Popen]) -> dict[str, int]:
-    """Until every host has ended, or one has failed (the job fails, the others are stopped)."""
+def _wait(processes: dict[str, subprocess.Popen], interrupt: Callable[[], bool]) -> dict[str, int]:
+    """Until every host has ended, one has failed (the job fails, the others are stopped), or ``interrupt()``."""
     codes: dict[str, int] = {}
-    while len(codes) < len(processes):
+    while len(codes) < len(processes) and not interrupt():
         for name, process in processes.items():
             if name not in codes and process.poll() is not None:
                 codes[name] = process.returncode

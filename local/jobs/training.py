@@ -12,9 +12,11 @@ name the host's folder, and ``sagemaker_submit_directory`` names the archive in 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
+import shutil
 import tarfile
 import time
 from pathlib import Path
@@ -37,6 +39,7 @@ from local.jobs.common import (
 from local.jobs.console import Echo
 
 FRAMEWORK_MODULE = "sagemaker_tensorflow_container.training:main"
+TRAIN_STEP = re.compile(r"\[train\] step=(\d+) ")
 
 
 def _channel(store: FolderStore, channel: dict, efs_root: Path, job_dir: Path) -> Path:
@@ -114,9 +117,19 @@ def write_host_config(
 
 
 def run_training_job(
-    request: dict[str, Any], store: FolderStore, jobs_dir: Path, efs_root: Path, echo: Echo = "progress"
+    request: dict[str, Any],
+    store: FolderStore,
+    jobs_dir: Path,
+    efs_root: Path,
+    echo: Echo = "progress",
+    interrupt_at_step: int = 0,
 ) -> dict[str, Any]:
-    """Runs the job to completion and answers like DescribeTrainingJob; raises JobFailed."""
+    """Runs the job to completion and answers like DescribeTrainingJob; raises JobFailed.
+
+    ``interrupt_at_step``: a spot job is interrupted at the chief's first ``[train]`` line at or past this step (SIGTERM
+    to every host, SIGKILL 120 s later) and started again as managed spot does it: the same name and checkpoint URI,
+    fresh instances whose /opt/ml/checkpoints comes from S3. The interrupted attempt's logs go to ``interrupted/``.
+    """
     name = request["TrainingJobName"]
     job_dir = jobs_dir / name
     started = time.time()
@@ -127,39 +140,19 @@ def run_training_job(
     host_names, fallback = [f"algo-{i + 1}" for i in range(count)], ""
     if namespaces.isolation()[0] is None:  # no network per host: one host, whose name resolves here
         host_names, fallback = ["localhost"], f" (the job's {count} hosts as one, on the same data)" * (count > 1)
-    checkpoint = request.get("CheckpointConfig")
-    checkpoint_store = store.path(checkpoint["S3Uri"]) if checkpoint else None
-    if checkpoint_store:
-        checkpoint_store.mkdir(parents=True, exist_ok=True)
-    threads = max(1, (os.cpu_count() or 1) // count)
-    spec = request["AlgorithmSpecification"]
-    command = container_command(  # the image's ENTRYPOINT and SageMaker's argument, unless the request names its own
-        spec.get("ContainerEntrypoint", IMAGE_ENTRYPOINT),
-        spec.get("ContainerArguments", [] if "ContainerEntrypoint" in spec else ["train"]),
-    )
-    hosts = []
-    for host_name in host_names:
-        host_dir = job_dir / host_name
-        for channel in request.get("InputDataConfig", []):
-            target = _channel(store, channel, efs_root, job_dir)
-            _link(target, host_dir / "input/data" / channel["ChannelName"])
-        for folder in ("model", "output/data"):  # SageMaker makes them; the toolkit does not
-            (host_dir / folder).mkdir(parents=True, exist_ok=True)
-        if checkpoint_store:  # SageMaker keeps /opt/ml/checkpoints in sync with S3; a link is that, instantly
-            _link(checkpoint_store, Path(in_host(checkpoint.get("LocalPath", "/opt/ml/checkpoints"), host_dir)))
-        hyperparameters = host_hyperparameters(request, store, host_dir)
-        write_host_config(host_dir, request, hyperparameters, host_names, host_name)
-        env = {
-            "SAGEMAKER_BASE_DIR": str(host_dir),
-            "SAGEMAKER_TRAINING_MODULE": FRAMEWORK_MODULE,
-            "TRAINING_JOB_NAME": name,
-            "CUDA_VISIBLE_DEVICES": "",  # this machine's share: no GPU, its cores split between the hosts
-            "TF_NUM_INTRAOP_THREADS": str(threads),
-            "TF_NUM_INTEROP_THREADS": "1",
-            **request.get("Environment", {}),
-        }
-        hosts.append(Host(host_name, command, local_environment(env), host_dir))
-    codes = run_hosts(hosts, job_dir / "logs", echo, fallback=fallback)
+    spot = bool(request.get("EnableManagedSpotTraining"))  # only a spot job is reclaimed and restarted
+    billable = 0.0
+    for at_step in [interrupt_at_step, 0] if spot and interrupt_at_step else [0]:
+        began = time.time()
+        hosts = _hosts(request, store, job_dir, efs_root, host_names)
+        reached = functools.partial(_reached, hosts[0], at_step)
+        codes = run_hosts(hosts, job_dir / "logs", echo, fallback=fallback, interrupt=reached)
+        billable += time.time() - began
+        if not reached():
+            break
+        shutil.rmtree(job_dir / "interrupted", ignore_errors=True)
+        (job_dir / "logs").rename(job_dir / "interrupted")
+        print(f"  spot interruption at step {at_step}: {name} starts again from its checkpoints", flush=True)
     if any(codes.values()):
         raise JobFailed(_failure_reason(name, hosts, codes, job_dir))
     artifact = _upload_model(store, request, name, job_dir / host_names[0] / "model")
@@ -177,8 +170,52 @@ def run_training_job(
             request["AlgorithmSpecification"].get("MetricDefinitions", []), hosts[0].lines
         ),
         "TrainingTimeInSeconds": round(time.time() - started),
-        "BillableTimeInSeconds": round(time.time() - started) * count,
+        "BillableTimeInSeconds": round(billable),  # per instance: the time the instances ran
     }
+
+
+def _reached(chief: Host, step: int) -> bool:
+    """Whether the chief has logged a ``[train]`` line at or past ``step`` (never, for step 0)."""
+    return bool(step) and any(int(m[1]) >= step for m in map(TRAIN_STEP.match, chief.lines[-50:]) if m)
+
+
+def _hosts(request: dict[str, Any], store: FolderStore, job_dir: Path, efs_root: Path, names: list[str]) -> list[Host]:
+    """Fresh instances: each host's /opt/ml as SageMaker lays it out, and the container command it runs."""
+    count = request["ResourceConfig"]["InstanceCount"]
+    checkpoint = request.get("CheckpointConfig")
+    checkpoint_store = store.path(checkpoint["S3Uri"]) if checkpoint else None
+    if checkpoint_store:
+        checkpoint_store.mkdir(parents=True, exist_ok=True)
+    threads = max(1, (os.cpu_count() or 1) // count)
+    spec = request["AlgorithmSpecification"]
+    command = container_command(  # the image's ENTRYPOINT and SageMaker's argument, unless the request names its own
+        spec.get("ContainerEntrypoint", IMAGE_ENTRYPOINT),
+        spec.get("ContainerArguments", [] if "ContainerEntrypoint" in spec else ["train"]),
+    )
+    hosts = []
+    for host_name in names:
+        host_dir = job_dir / host_name
+        shutil.rmtree(host_dir, ignore_errors=True)  # links inside are removed, not followed
+        for channel in request.get("InputDataConfig", []):
+            target = _channel(store, channel, efs_root, job_dir)
+            _link(target, host_dir / "input/data" / channel["ChannelName"])
+        for folder in ("model", "output/data"):  # SageMaker makes them; the toolkit does not
+            (host_dir / folder).mkdir(parents=True, exist_ok=True)
+        if checkpoint_store:  # SageMaker keeps /opt/ml/checkpoints in sync with S3; a link is that, instantly
+            _link(checkpoint_store, Path(in_host(checkpoint.get("LocalPath", "/opt/ml/checkpoints"), host_dir)))
+        hyperparameters = host_hyperparameters(request, store, host_dir)
+        write_host_config(host_dir, request, hyperparameters, names, host_name)
+        env = {
+            "SAGEMAKER_BASE_DIR": str(host_dir),
+            "SAGEMAKER_TRAINING_MODULE": FRAMEWORK_MODULE,
+            "TRAINING_JOB_NAME": request["TrainingJobName"],
+            "CUDA_VISIBLE_DEVICES": "",  # this machine's share: no GPU, its cores split between the hosts
+            "TF_NUM_INTRAOP_THREADS": str(threads),
+            "TF_NUM_INTEROP_THREADS": "1",
+            **request.get("Environment", {}),
+        }
+        hosts.append(Host(host_name, command, local_environment(env), host_dir))
+    return hosts
 
 
 def _failure_reason(name: str, hosts: list[Host], codes: dict[str, int], job_dir: Path) -> str:
