@@ -103,8 +103,8 @@ class Checkpointer:
         return self.directory / "run_config.json"
 
     def on_disk(self) -> list[str]:
-        """Every checkpoint here, newest first: not only what TF's index file names (it names a save before the
-        save's files are written, and an upload to S3 may carry one without the other)."""
+        """Every checkpoint here, newest first, not only what TF's ``checkpoint`` file names: SageMaker uploads the
+        folder file by file, so S3 may hold that small file, written last, without the data it names."""
         found = (re.fullmatch(r"ckpt-(\d+)\.index", path.name) for path in self.directory.glob("ckpt-*.index"))
         return [str(self.directory / f"ckpt-{step}") for step in sorted((int(m[1]) for m in found if m), reverse=True)]
 
