@@ -100,8 +100,8 @@ for step in range(start + 1, 13):
 """
 
 
-@pytest.mark.skipif(namespaces.isolation()[0] is None, reason=namespaces.isolation()[1])
-def test_a_spot_interruption_restarts_the_job_from_its_checkpoint_losing_no_finished_step(tmp_path):
+def fake_job(tmp_path, count: int) -> tuple[dict, FolderStore]:
+    """A spot training request whose container runs the init and TRAINER, and its store."""
     store = FolderStore(tmp_path / "s3")
     store.path("s3://assets/code.tar.gz").parent.mkdir(parents=True)
     store.path("s3://assets/code.tar.gz").write_bytes(b"")
@@ -112,14 +112,34 @@ def test_a_spot_interruption_restarts_the_job_from_its_checkpoint_losing_no_fini
         "TrainingJobName": "job",
         "AlgorithmSpecification": {**container, "ContainerArguments": [sys.executable, str(script)]},
         "HyperParameters": {"sagemaker_submit_directory": '"s3://assets/code.tar.gz"'},
-        "ResourceConfig": {"InstanceType": "ml.m5.xlarge", "InstanceCount": 1},
+        "ResourceConfig": {"InstanceType": "ml.m5.xlarge", "InstanceCount": count},
         "OutputDataConfig": {"S3OutputPath": "s3://models/training/"},
         "CheckpointConfig": {"S3Uri": "s3://checkpoints/run/", "LocalPath": "/opt/ml/checkpoints"},
         "EnableManagedSpotTraining": True,
     }
+    return request, store
+
+
+@pytest.mark.skipif(namespaces.isolation()[0] is None, reason=namespaces.isolation()[1])
+def test_a_spot_interruption_restarts_the_job_from_its_checkpoint_losing_no_finished_step(tmp_path):
+    request, store = fake_job(tmp_path, count=1)
     job = run_training_job(request, store, tmp_path / "jobs", tmp_path / "efs", echo="none", interrupt_at_step=4)
     assert job["TrainingJobStatus"] == "Completed"
     lines = training_log(tmp_path, "job")
     assert lines[-1].startswith("[train] step=12 ")
     note = spot_interruption(tmp_path, job, lines)  # the step it stops at depends on this machine's speed
     assert re.match(r"interrupted after step (\d+), resumed at step \1: 0 steps lost; training \d+ s, billed", note)
+
+
+def test_without_namespaces_the_hosts_of_a_job_run_as_one_with_a_notice(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(namespaces, "isolation", lambda: (None, "no namespaces for this test"))
+    request, store = fake_job(tmp_path, count=2)
+    job = run_training_job(request, store, tmp_path / "jobs", tmp_path / "efs", echo="none")
+    assert job["TrainingJobStatus"] == "Completed"
+    assert training_log(tmp_path, "job")[-1].startswith("[train] step=12 ")
+    assert [p.name for p in (tmp_path / "jobs" / "job" / "logs").iterdir()] == ["localhost.log"]
+    (notice,) = capsys.readouterr().out.splitlines()
+    assert notice == (
+        "  note: no namespaces for this test, so hosts are plain processes here (the job's 2 hosts as one, on the "
+        "same data), and a stop signals all of a host's processes, not its PID 1"
+    )
