@@ -54,7 +54,9 @@ def isolation() -> tuple[str | None, str]:
 
 
 def _run(*argv: str) -> None:
-    subprocess.run(argv, check=True, capture_output=True, text=True)
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise RuntimeError(f"{' '.join(argv)}: {done.stderr.strip() or f'exit code {done.returncode}'}")
 
 
 def pid1(process: subprocess.Popen) -> int | None:
