@@ -28,10 +28,11 @@ from pathlib import Path
 
 SUBNET = "10.213.0"
 TOOLS = ("unshare", "nsenter", "ip", "mount")
+SEARCH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])  # often not on a normal user's PATH
 # PID 1 of a host until its command replaces it: the hosts file in place, a line on stdin once the network is
 # wired, then the command.
-GATE = 'mount --bind "$0" /etc/hosts && read -r _ && exec "$@" </dev/null'
-HOST_NAMESPACES = ["unshare", "--net", "--pid", "--mount", "--fork", "--mount-proc", "--"]
+GATE = '"$0" --bind "$1" /etc/hosts && shift && read -r _ && exec "$@" </dev/null'  # sh -c GATE mount hosts argv
+HOST_NAMESPACES = ["--net", "--pid", "--mount", "--fork", "--mount-proc"]
 USER_NAMESPACE = ["--user", "--map-root-user"]
 START_SECONDS = 30.0  # the most a host's namespaces take to appear
 
@@ -41,16 +42,21 @@ def isolation() -> tuple[str | None, str]:
     """``("root" | "user", "")`` where hosts get namespaces here, else ``(None, why not)``."""
     if sys.platform != "linux":
         return None, f"{sys.platform} has no Linux namespaces"
-    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
+    missing = [name for name in TOOLS if shutil.which(name, path=SEARCH) is None]
     if missing:
         return None, f"{', '.join(missing)} not found (util-linux, iproute2)"
     for mode, user in (("root", []), ("user", USER_NAMESPACE)):
         if mode == "root" and os.geteuid() != 0:
             continue
-        probe = ["unshare", *user, *HOST_NAMESPACES[1:-1], "true"]
+        probe = [tool("unshare"), *user, *HOST_NAMESPACES, "true"]
         if subprocess.run(probe, capture_output=True, check=False).returncode == 0:
             return mode, ""
-    return None, "this kernel does not let a normal user create user namespaces (e.g. an AppArmor restriction)"
+    return None, "namespaces cannot be made here (unprivileged user namespaces restricted, e.g. by AppArmor)"
+
+
+def tool(name: str) -> str:
+    """The full path of one of TOOLS (``ip`` lives in /usr/sbin, which a normal user's PATH may lack)."""
+    return shutil.which(name, path=SEARCH) or name
 
 
 def _run(*argv: str) -> None:
@@ -78,7 +84,7 @@ class Namespaces:
         self.hosts_file.write_text(f"127.0.0.1 localhost\n{names_file}")
         user = USER_NAMESPACE if mode == "user" else []
         # The switch's namespaces are held by a process that ends when this one closes its stdin (or dies).
-        holder = ["unshare", *user, "--net", "--", "cat"]
+        holder = [tool("unshare"), *user, "--net", "--", "cat"]
         self.switch = subprocess.Popen(holder, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
         _wait_for(lambda: Path(f"/proc/{self.switch.pid}/comm").read_text().strip() == "cat", self.switch)
         self._in(self.switch.pid, "ip", "link", "add", "br0", "type", "bridge")
@@ -88,18 +94,18 @@ class Namespaces:
         """Enters the job's user namespace (as its root, the caller's own uid outside), or nothing as root."""
         if self.mode != "user":
             return []
-        return ["nsenter", f"--user=/proc/{self.switch.pid}/ns/user", "--preserve-credentials", "--"]
+        return [tool("nsenter"), f"--user=/proc/{self.switch.pid}/ns/user", "--preserve-credentials", "--"]
 
     def _in(self, pid: int, *argv: str) -> None:
         """Runs ``argv`` in the network namespace of ``pid``, with the job's privileges."""
-        _run(*self._user(), "nsenter", f"--net=/proc/{pid}/ns/net", "--", *argv)
+        _run(*self._user(), tool("nsenter"), f"--net=/proc/{pid}/ns/net", "--", tool(argv[0]), *argv[1:])
 
     def start(self, name: str, argv: list[str], **popen: object) -> subprocess.Popen:
         """Starts ``argv`` as PID 1 of host ``name``'s namespaces, once its network is wired."""
+        gate = ["sh", "-c", GATE, tool("mount"), str(self.hosts_file)]
         process = subprocess.Popen(
-            [*self._user(), *HOST_NAMESPACES, "sh", "-c", GATE, str(self.hosts_file), *argv],
-            stdin=subprocess.PIPE, **popen,
-        )  # fmt: skip
+            [*self._user(), tool("unshare"), *HOST_NAMESPACES, "--", *gate, *argv], stdin=subprocess.PIPE, **popen
+        )
         _wait_for(lambda: pid1(process) is not None, process)
         number = self.names.index(name) + 1
         port, host = f"s{number}", ["name", "eth0", "netns", str(process.pid)]  # eth0 as on an instance
