@@ -12,20 +12,25 @@ from local.jobs.common import Host, container_command, run_hosts
 
 needs_namespaces = pytest.mark.skipif(namespaces.isolation()[0] is None, reason=namespaces.isolation()[1])
 
-# The toolkit's `train` as far as a stop goes: no SIGTERM handler; it runs the training script and exits with its
-# status. The script notes a SIGTERM in a file and exits 143, as train.py does after its checkpoint.
+# The toolkit's `train` as far as a stop goes: no SIGTERM handler; it runs the training script, relays its output
+# (as the real one does, through a pipe) and exits with its status. The script, on SIGTERM, says so, notes it in a
+# file and exits 143, as train.py does after its checkpoint: a script whose relay died fails on that line.
 TOOLKIT = """
 import pathlib, signal, subprocess, sys, time
 folder = pathlib.Path(sys.argv[-1] if len(sys.argv) > 1 else ".").resolve()
 if sys.argv[1:2] == ["script"]:
     def noted(signum, frame):
-        time.sleep(0.5)  # the checkpoint: the toolkit is gone by now, the init still waits
+        time.sleep(0.5)  # the checkpoint
+        print("[stopped]", flush=True)
         (folder / "script").write_text("SIGTERM")
         sys.exit(143)
     signal.signal(signal.SIGTERM, noted)
     (folder / "script-ready").touch()
     time.sleep(60)
-sys.exit(subprocess.call([sys.executable, __file__, "script", str(folder)]))
+script = subprocess.Popen([sys.executable, __file__, "script", str(folder)], stdout=subprocess.PIPE, text=True)
+for line in script.stdout:
+    print(line, end="", flush=True)
+sys.exit(script.wait())
 """
 STUBBORN = """
 import pathlib, signal, sys, time
@@ -74,16 +79,17 @@ def test_without_the_init_the_toolkit_is_pid_1_and_the_stop_is_lost(tmp_path):
 
 
 @needs_namespaces
-def test_a_processing_container_gets_the_same_init(tmp_path):
-    codes = stop_a_job(tmp_path, container_command(processing_entrypoint(["train"]), [str(tmp_path)]))
+def test_a_processing_container_gets_the_same_init_which_signals_a_lone_command_itself(tmp_path):
+    command = processing_entrypoint(["train", "script"])  # the script alone, as preprocess.py is
+    codes = stop_a_job(tmp_path, container_command(command, [str(tmp_path)]))
     assert codes["algo-1"] == 143 and (tmp_path / "script").read_text() == "SIGTERM"
 
 
-def test_without_namespaces_a_stop_signals_every_process_of_a_host_with_a_notice(tmp_path, monkeypatch, capsys):
+def test_without_namespaces_a_stop_reaches_the_script_as_the_init_would_pass_it_on(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(namespaces, "isolation", lambda: (None, "no namespaces for this test"))
     container = training_container(image_forwards_signals=False)
     codes = stop_a_job(tmp_path, container_command(container["ContainerEntrypoint"], container["ContainerArguments"]))
-    assert codes == {"algo-1": -signal.SIGTERM, "failing": 3, "stubborn": -signal.SIGKILL}  # the init stepped aside
+    assert codes == {"algo-1": 143, "failing": 3, "stubborn": -signal.SIGKILL}
     assert (tmp_path / "script").read_text() == "SIGTERM"
     (notice,) = capsys.readouterr().out.splitlines()
     assert notice.startswith("  note: no namespaces for this test, so hosts are plain processes here")

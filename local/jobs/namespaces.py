@@ -10,7 +10,7 @@ route out. The namespaces belong to processes (nothing is named or left on disk)
 As root the namespaces are made directly; as a normal user inside one unprivileged user namespace per job
 (``unshare --user --map-root-user``), where the kernel allows that. Where neither works (some distributions
 restrict user namespaces; no util-linux or iproute2; not Linux), ``isolation()`` says why and the hosts are plain
-processes, stopped by SIGTERM to each one's process group (``Plain``).
+processes (``Plain``).
 """
 
 from __future__ import annotations
@@ -134,7 +134,9 @@ class Namespaces:
 
 
 class Plain:
-    """Hosts as plain processes, where namespaces are not to be had: a signal goes to the host's process group."""
+    """Hosts as plain processes, where namespaces are not to be had. With no PID 1 to signal (the init steps aside),
+    a SIGTERM goes where the init would pass it on: to the host's other processes (its process group) but the
+    command itself, or to the command where it is alone; a SIGKILL to them all."""
 
     @staticmethod
     def start(name: str, argv: list[str], **popen: object) -> subprocess.Popen:
@@ -142,11 +144,23 @@ class Plain:
 
     @staticmethod
     def signal(process: subprocess.Popen, signum: int) -> None:
+        others = [pid for pid in _group(process.pid) if pid != process.pid] if signum == signal.SIGTERM else []
         with contextlib.suppress(ProcessLookupError):  # the group may be gone already
-            os.killpg(process.pid, signum)
+            for pid in others:
+                os.kill(pid, signum)
+            if not others:
+                os.killpg(process.pid, signum)
 
     def close(self) -> None:
         pass
+
+
+def _group(pgid: int) -> list[int]:
+    """The processes of a process group (``pgrep``, on Linux and macOS; none found without it)."""
+    with contextlib.suppress(OSError):
+        listed = subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True, text=True, check=False).stdout
+        return [int(pid) for pid in listed.split()]
+    return []
 
 
 def _wait_for(ready, process: subprocess.Popen) -> None:
@@ -166,7 +180,7 @@ def hosts(names: list[str], folder: Path, fallback: str = "") -> Iterator[Namesp
     what differs (``fallback``: what the job itself does differently then)."""
     mode, why = isolation()
     if mode is None:
-        print(f"  note: {why}, so hosts are plain processes here{fallback}, and a stop signals all of a host's "
+        print(f"  note: {why}, so hosts are plain processes here{fallback}, and a stop signals a host's "
               "processes, not its PID 1", flush=True)  # fmt: skip
     launcher = Namespaces(names, folder, mode) if mode else Plain()
     try:

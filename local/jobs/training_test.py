@@ -141,5 +141,5 @@ def test_without_namespaces_the_hosts_of_a_job_run_as_one_with_a_notice(tmp_path
     (notice,) = capsys.readouterr().out.splitlines()
     assert notice == (
         "  note: no namespaces for this test, so hosts are plain processes here (the job's 2 hosts as one, on the "
-        "same data), and a stop signals all of a host's processes, not its PID 1"
+        "same data), and a stop signals a host's processes, not its PID 1"
     )
