@@ -10,9 +10,10 @@
 4. a summary: tokens, losses, where the model, tokenizer, checkpoints and a loss curve are.
 
 Any field of the execution input can be overridden with ``--input`` (``make run INPUT=file.json``);
-give the same ``run_name`` again to resume a run from its last checkpoint. The console shows each job's
-progress; its whole output, TensorFlow's and the SageMaker toolkit's logging included, is in the job's
-``logs/`` folder (``--verbose``, ``make run VERBOSE=1``: on the console too).
+give the same ``run_name`` again to resume a run from its last checkpoint; ``--interrupt-at-step N`` interrupts
+the (then spot) training job at step N as a spot reclaim does, and the job starts again from its checkpoints.
+The console shows each job's progress; its whole output, TensorFlow's and the SageMaker toolkit's logging
+included, is in the job's ``logs/`` folder (``--verbose``, ``make run VERBOSE=1``: on the console too).
 
 ``--inject-faults`` (``make run FAULTS=throttle,lost-endpoint``) makes the service calls fail as AWS's do, under
 AWS's error names, for the definition's Retry and Catch to handle; ``local/faults.py`` says what each kind does
@@ -68,6 +69,7 @@ def run(
     only_required_members: bool = False,
     verbose: bool = False,
     faults: tuple[str, ...] = (),
+    interrupt_at_step: int = 0,
 ) -> int:
     cdk_out = runs / "cdk.out"
     name = synthesize(stage, cdk_out)
@@ -90,10 +92,13 @@ def run(
         only_required_members,
         verbose,
         faults,
+        interrupt_at_step,
     )
     (execution_dir / "context.json").write_text(json.dumps(dataclasses.asdict(context), indent=2))
     (execution_dir / "definition.json").write_text(json.dumps(stack.definition(), indent=2))
     execution_input = deep_merge({"corpus": {"s3_uri": sample_uri}}, execution_input)  # unless it names one
+    if interrupt_at_step:  # only a spot job is interrupted and started again
+        execution_input = deep_merge(execution_input, {"training": {"spot": True}})
     (execution_dir / "input.json").write_text(json.dumps(execution_input, indent=2))
     result_path = execution_dir / "result.json"
     print(f"Execution {execution_name}: input {execution_dir / 'input.json'}", flush=True)
@@ -133,6 +138,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KINDS",
         help="comma list of throttle (every call once), failed-job, lost-endpoint; see local/faults.py",
     )
+    parser.add_argument(
+        "--interrupt-at-step",
+        type=int,
+        default=0,
+        help="a spot interruption: stop the training job (spot) at this step and start it again from its checkpoints",
+    )
     args = parser.parse_args(argv)
     try:  # a bad stage or input file is one line, before the synth
         context = json.loads((ROOT / "cdk.json").read_text())["context"]
@@ -150,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         args.only_required_members,
         args.verbose,
         args.inject_faults,
+        args.interrupt_at_step,
     )
 
 

@@ -12,11 +12,28 @@ from local.folder_store import FolderStore
 TRAIN_LINE = re.compile(r"\[train\] step=(\d+) loss=([0-9.eE+-]+)")
 VALID_LINE = re.compile(r"\[valid\] step=(\d+) val_loss=([0-9.eE+-]+) val_ppl=([0-9.eE+-]+|inf)")
 VERDICT_LINE = re.compile(r"\[verdict\] (.+)$")
+STEP_LINE = re.compile(r"\[(?:train|stopped)\] step=(\d+) ")
+START_LINE = re.compile(r"\[config\] .* start_step=(\d+) ")
 
 
-def training_log(execution_dir: Path, job_name: str) -> list[str]:
-    log = execution_dir / "jobs" / job_name / "logs" / "algo-1.log"
-    return log.read_text().splitlines() if log.is_file() else []
+def training_log(execution_dir: Path, job_name: str, attempt: str = "logs") -> list[str]:
+    """The chief's log (``algo-1``, or ``localhost`` where hosts are plain processes); ``attempt``: ``interrupted``
+    for the attempt a spot interruption stopped."""
+    logs = sorted((execution_dir / "jobs" / job_name / attempt).glob("*.log"))
+    return logs[0].read_text().splitlines() if logs else []
+
+
+def spot_interruption(execution_dir: Path, job: dict[str, Any], lines: list[str]) -> str | None:
+    """Steps lost to a spot interruption (trained before it, beyond where the restart resumed), and the times."""
+    before = training_log(execution_dir, job["TrainingJobName"], "interrupted")
+    if not before:
+        return None
+    done = max(int(m[1]) for m in map(STEP_LINE.search, before) if m)
+    resumed = next(int(m[1]) for m in map(START_LINE.search, lines) if m)
+    return (
+        f"interrupted after step {done}, resumed at step {resumed}: {done - resumed} steps lost; training "
+        f"{job['TrainingTimeInSeconds']} s, billed {job['BillableTimeInSeconds']} s per instance"
+    )
 
 
 def loss_curve(lines: list[str], path: Path) -> Path | None:
@@ -130,6 +147,9 @@ def summarize(result: dict[str, Any], store: FolderStore, execution_dir: Path, s
     ]
     if curve:
         report.append(f"  Loss curve     {curve}")
+    interruption = spot_interruption(execution_dir, output["training"]["Job"], lines)
+    if interruption:
+        report.append(f"  Spot           {interruption}")
     training_report = store.path(plan["training_report_uri"])
     if training_report.is_file():
         report.append(f"  Report         {training_report}")

@@ -47,6 +47,7 @@ class RunContext:
     only_required_members: bool = False  # answer without the optional members AWS may leave out
     verbose: bool = False  # echo every line of the jobs' output, library logging included
     faults: tuple[str, ...] = ()  # local.faults.KINDS to inject
+    interrupt_at_step: int = 0  # interrupt the spot training job there once, as a spot reclaim does
 
     @classmethod
     def read(cls, path: str | Path) -> RunContext:
@@ -90,7 +91,9 @@ def handle(context: RunContext, resource: str, parameters: Any) -> Any:
         return plan_execution(parameters["input"], parameters["execution_name"], stack.settings(), store)
     handlers = {
         f"{SAGEMAKER}createProcessingJob.sync": lambda: run_processing_job(parameters, store, jobs, echo),
-        f"{SAGEMAKER}createTrainingJob.sync": lambda: run_training_job(parameters, store, jobs, efs, echo),
+        f"{SAGEMAKER}createTrainingJob.sync": lambda: run_training_job(
+            parameters, store, jobs, efs, echo, context.interrupt_at_step
+        ),
         f"{SAGEMAKER}createModel": lambda: hosting.create_model(parameters, store, execution / "hosting"),
         f"{SAGEMAKER}createEndpointConfig": lambda: hosting.create_endpoint_config(parameters, execution / "hosting"),
         f"{SAGEMAKER}createEndpoint": lambda: hosting.create_endpoint(parameters, execution / "hosting"),

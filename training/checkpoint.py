@@ -24,6 +24,10 @@ from pathlib import Path
 
 import tensorflow as tf
 
+# What reading a torn checkpoint raises: a missing file (an OpError), a file cut short (IndexError: "Read less bytes
+# than requested"), a checksum mismatch (DataLossError, an OpError), or the reader's RuntimeError.
+TORN = (tf.errors.OpError, IndexError, RuntimeError)
+
 
 def _tf_variable(variable):
     """The tf.Variable (or distributed variable) inside a Keras variable."""
@@ -98,11 +102,29 @@ class Checkpointer:
     def config_path(self) -> Path:
         return self.directory / "run_config.json"
 
+    def on_disk(self) -> list[str]:
+        """Every checkpoint here, newest first, not only what TF's ``checkpoint`` file names: SageMaker uploads the
+        folder file by file, so S3 may hold that small file, written last, without the data it names."""
+        found = (re.fullmatch(r"ckpt-(\d+)\.index", path.name) for path in self.directory.glob("ckpt-*.index"))
+        return [str(self.directory / f"ckpt-{step}") for step in sorted((int(m[1]) for m in found if m), reverse=True)]
+
     def restore_latest(self) -> int:
-        """Restores the newest checkpoint if there is one; returns the step to continue from (0 if none)."""
-        latest = self.manager.latest_checkpoint
-        if latest is None:
-            return 0
+        """Restores the newest whole checkpoint if there is one; returns the step to continue from (0 if none).
+
+        A torn one (its data missing or cut short: TF checks every read and every tensor's checksum) is passed over
+        for the next older one, with a note.
+        """
+        candidates = self.on_disk()
+        if candidates:
+            self._check_config(candidates[0])
+        for latest in candidates:
+            try:
+                return self._restore(latest)
+            except TORN as error:
+                print(f"[checkpoint] {latest} is not whole ({type(error).__name__}): trying the one before", flush=True)
+        return 0
+
+    def _check_config(self, latest: str) -> None:
         if self.config_path.is_file():
             saved = json.loads(self.config_path.read_text())
             if saved.get("model") != self.run_config.get("model"):
@@ -117,6 +139,8 @@ class Checkpointer:
                     f"{self.run_config.get('data')}; the data order will differ from an uninterrupted run",
                     flush=True,
                 )
+
+    def _restore(self, latest: str) -> int:
         status = self.checkpoint.restore(latest)
         if any(name.startswith("data_sequences/") for name, _ in tf.train.list_variables(latest)):
             status.assert_existing_objects_matched()

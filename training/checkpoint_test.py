@@ -55,6 +55,20 @@ def test_keeps_the_newest_and_only_the_chief_writes(tmp_path):
     assert not (tmp_path / "other").exists()
 
 
+@pytest.mark.parametrize("tear", ["cut short", "data missing"])
+def test_a_torn_checkpoint_is_passed_over_for_the_one_before(tmp_path, capsys, tear):
+    _, trainer, checkpointer = build(tmp_path)
+    for _ in range(2):
+        trainer.step.assign_add(1)
+        checkpointer.save()
+        checkpointer.wait()
+    (data,) = tmp_path.glob("ckpt-2.data-*")  # what an upload caught half-way, or the index without its data
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2]) if tear == "cut short" else data.unlink()
+    _, _, resumed = build(tmp_path)
+    assert resumed.restore_latest() == 1
+    assert f"[checkpoint] {tmp_path / 'ckpt-2'} is not whole" in capsys.readouterr().out
+
+
 def test_the_chief_removes_what_a_killed_write_left(tmp_path):
     _, _, checkpointer = build(tmp_path)
     checkpointer.save()

@@ -154,6 +154,8 @@ class TrainingConfig:
         data_parallel_engine: ``multi_worker_mirrored`` (default, tf.distribute) or ``mpi`` (Horovod API; needs an
             ``image_uri`` with Horovod: the stock TF 2.21 image has none).
         image_uri: a custom training image (ECR URI) instead of the stock TensorFlow 2.21 one.
+        image_forwards_signals: ``image_uri``'s entrypoint passes SIGTERM on to the training script itself, so the
+            job runs the image as is (default false: a small init in front of it does, see plan_step/container.py).
         spot: managed spot training (checkpoints make interruptions harmless).
         max_run_hours: the job's MaxRuntime; spot waits up to twice as long.
         data_source: ``efs`` (default; the dataset is staged to EFS) or ``s3`` (FastFile mode).
@@ -178,6 +180,7 @@ class TrainingConfig:
     instance_count: int = 1
     data_parallel_engine: str = "multi_worker_mirrored"
     image_uri: str | None = None
+    image_forwards_signals: bool = False
     spot: bool = True
     max_run_hours: int = 72
     data_source: str = "efs"

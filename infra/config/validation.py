@@ -160,6 +160,10 @@ def _validate_training(train: TrainingConfig) -> None:
         raise ConfigError(
             "training.image_uri", train.image_uri, "an ECR image URI, ACCOUNT.dkr.ecr.REGION.amazonaws.com/NAME:TAG"
         )
+    if train.image_forwards_signals and train.image_uri is None:
+        raise ConfigError(
+            "training.image_forwards_signals", True, "false: the stock image's entrypoint does not pass SIGTERM on"
+        )
     if train.data_parallel_engine == "mpi" and train.image_uri is None:
         raise ConfigError(
             "training.data_parallel_engine",

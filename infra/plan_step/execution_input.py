@@ -126,10 +126,10 @@ def parse_input(raw: Any, stage: StageConfig) -> WorkflowInput:
     validate(
         dataclasses.replace(stage, preprocessing=parsed.preprocessing, training=parsed.training, deploy=parsed.deploy)
     )
-    if parsed.training.image_uri != stage.training.image_uri:  # the stack, not an execution, chooses the code
-        raise ConfigError(
-            "training.image_uri", parsed.training.image_uri, f"the stage's ({stage.training.image_uri}): set it there"
-        )
+    for field in ("image_uri", "image_forwards_signals"):  # the stack, not an execution, chooses the code
+        if getattr(parsed.training, field) != getattr(stage.training, field):
+            given, value = getattr(parsed.training, field), getattr(stage.training, field)
+            raise ConfigError(f"training.{field}", given, f"the stage's ({value}): set it there")
     return parsed
 
 

@@ -14,6 +14,7 @@ from infra.config import SAGEMAKER_MAX_RUN_HOURS
 from infra.images import TENSORFLOW_VERSION, image_key
 from infra.instances import INSTANCE_TYPES
 from infra.plan_step import debugger
+from infra.plan_step.container import processing_entrypoint, training_container
 from infra.plan_step.execution_input import PILE_SET_OPTION, WorkflowInput
 from infra.plan_step.metric_definitions import METRIC_DEFINITIONS
 from infra.plan_step.settings import StackSettings
@@ -76,7 +77,7 @@ TASK_TIMEOUT_SECONDS = {
 ENTRY_POINTS = {"train": "train.py", "preprocess": "preprocess.py"}
 # The processing container is the TensorFlow image; it gets the package the way script mode does:
 # unpack sourcedir.tar.gz, install its requirements, run the entry point with the job's arguments.
-PROCESSING_ENTRYPOINT = [
+PROCESSING_COMMAND = [
     "/bin/bash",
     "-c",
     "set -euo pipefail; mkdir -p /opt/ml/code; tar -xzf /opt/ml/processing/input/code/* -C /opt/ml/code; "
@@ -147,7 +148,7 @@ def _processing_job(
         "RoleArn": settings.role_arn,
         "AppSpecification": {
             "ImageUri": _image(settings, "training", pre.instance_type),
-            "ContainerEntrypoint": PROCESSING_ENTRYPOINT,
+            "ContainerEntrypoint": processing_entrypoint(PROCESSING_COMMAND),
             "ContainerArguments": arguments,
         },
         "ProcessingInputs": [_s3_input("code", settings.source_dir_uri, "code", data_type="S3Prefix"), *inputs],
@@ -325,6 +326,7 @@ def training_job_request(settings: StackSettings, inp: WorkflowInput, name: str,
             "TrainingInputMode": "File",
             "MetricDefinitions": METRIC_DEFINITIONS,
             "EnableSageMakerMetricsTimeSeries": True,
+            **training_container(train.image_forwards_signals),
         },
         "HyperParameters": training_hyperparameters(settings, inp),
         "InputDataConfig": _training_channels(settings, inp),

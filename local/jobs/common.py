@@ -12,16 +12,19 @@ import sys
 import tarfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from infra.plan_step.object_store import split_uri
 from local.folder_store import FolderStore
+from local.jobs import namespaces
 from local.jobs.console import ConsoleFilter, Echo
 
 CONTAINER_ROOT = "/opt/ml"
 STOP_GRACE_SECONDS = 120.0  # SageMaker sends SIGTERM to a stopped job's containers and kills them this much later
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+IMAGE_FILES = {"/usr/local/bin/entrypoint.sh": str(Path(__file__).with_name("dlc_entrypoint.sh"))}  # image -> here
 
 
 class JobFailed(Exception):
@@ -73,6 +76,11 @@ def extract_archive(archive: Path, dest: Path) -> None:
         tar.extractall(dest, filter="data")
 
 
+def container_command(entrypoint: list[str], arguments: list[str]) -> list[str]:
+    """What a container runs (ContainerEntrypoint + ContainerArguments), the image's files named as they are here."""
+    return [IMAGE_FILES.get(part, part) for part in [*entrypoint, *arguments]]
+
+
 def local_environment(extra: dict[str, str]) -> dict[str, str]:
     """This machine's environment for a job process: the project's venv first, no network for pip."""
     env = {**os.environ, **extra}
@@ -95,60 +103,68 @@ class Host:
 
 
 def run_hosts(
-    hosts: list[Host], log_dir: Path, echo: Echo = "progress", grace_seconds: float = STOP_GRACE_SECONDS
+    hosts: list[Host],
+    log_dir: Path,
+    echo: Echo = "progress",
+    grace_seconds: float = STOP_GRACE_SECONDS,
+    fallback: str = "",
+    interrupt: Callable[[], bool] = lambda: False,
 ) -> dict[str, int]:
     """Starts every host at once, streams their output (prefixed by host), stops all if one fails.
 
     Each host's output goes whole to ``<log_dir>/<host>.log``; ``echo`` says what of it is printed here too
-    (``"progress"``: what ``local.jobs.console`` does not count as library noise).
+    (``"progress"``: what ``local.jobs.console`` does not count as library noise). Each host's command is PID 1
+    of its own namespaces (``local/jobs/namespaces.py``; ``fallback``: what the job does where there are none).
+    ``interrupt`` says when to stop the job as a spot reclaim does, polled while the hosts run.
 
-    A host is stopped as SageMaker stops an instance: SIGTERM to every process of it (its process group, the
-    "container"), then SIGKILL to those still running ``grace_seconds`` later.
+    A host is stopped as SageMaker stops an instance: SIGTERM to its PID 1, SIGKILL ``grace_seconds`` later.
     """
     log_dir.mkdir(parents=True, exist_ok=True)
     processes = {}
     threads = []
-    for host in hosts:
-        process = subprocess.Popen(
-            host.argv, cwd=host.cwd, env=host.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            bufsize=1, start_new_session=True,
-        )  # fmt: skip
-        processes[host.name] = process
-        thread = threading.Thread(target=_pump, args=(process, host, log_dir / f"{host.name}.log", echo), daemon=True)
-        thread.start()
-        threads.append(thread)
-    codes: dict[str, int] = {}
-    try:
-        while len(codes) < len(processes):
-            for name, process in processes.items():
-                if name not in codes and process.poll() is not None:
-                    codes[name] = process.returncode
-            if any(code != 0 for code in codes.values()):  # one host failed: the job fails, the others stop
-                break
-            time.sleep(0.2)
-    finally:  # a failed host, or this job stopped (a timeout, Ctrl-C): no host outlives the job
-        _stop(list(processes.values()), grace_seconds)
-        codes.update({name: process.returncode for name, process in processes.items()})
+    with namespaces.hosts([host.name for host in hosts], log_dir.parent, fallback) as launcher:
+        try:
+            for host in hosts:
+                processes[host.name] = launcher.start(
+                    host.name, host.argv, cwd=host.cwd, env=host.env, stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT, text=True, bufsize=1,
+                )  # fmt: skip
+                log = log_dir / f"{host.name}.log"
+                thread = threading.Thread(target=_pump, args=(processes[host.name], host, log, echo), daemon=True)
+                thread.start()
+                threads.append(thread)
+            codes = _wait(processes, interrupt)
+        finally:  # a failed host, or this job stopped (a timeout, Ctrl-C): no host outlives the job
+            _stop(launcher, list(processes.values()), grace_seconds)
+    codes.update({name: process.returncode for name, process in processes.items()})
     for thread in threads:
         thread.join(timeout=5)
     return codes
 
 
-def _signal_group(process: subprocess.Popen, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError):  # the group may be gone already
-        os.killpg(process.pid, signum)  # the host's session: the process and everything it started
+def _wait(processes: dict[str, subprocess.Popen], interrupt: Callable[[], bool]) -> dict[str, int]:
+    """Until every host has ended, one has failed (the job fails, the others are stopped), or ``interrupt()``."""
+    codes: dict[str, int] = {}
+    while len(codes) < len(processes) and not interrupt():
+        for name, process in processes.items():
+            if name not in codes and process.poll() is not None:
+                codes[name] = process.returncode
+        if any(code != 0 for code in codes.values()):
+            break
+        time.sleep(0.2)
+    return codes
 
 
-def _stop(processes: list[subprocess.Popen], grace_seconds: float) -> None:
-    """SIGTERM to every host's processes, SIGKILL after ``grace_seconds``; returns once all have ended."""
+def _stop(launcher: namespaces.Namespaces | namespaces.Plain, processes: list[subprocess.Popen], grace: float) -> None:
+    """SIGTERM to every host, SIGKILL after ``grace`` seconds; returns once all have ended."""
     for process in processes:
-        _signal_group(process, signal.SIGTERM)
-    deadline = time.monotonic() + grace_seconds
+        launcher.signal(process, signal.SIGTERM)
+    deadline = time.monotonic() + grace
     for process in processes:
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=max(0.0, deadline - time.monotonic()))
     for process in processes:
-        _signal_group(process, signal.SIGKILL)
+        launcher.signal(process, signal.SIGKILL)
         process.wait()
 
 

@@ -1,31 +1,36 @@
-"""Hosts as processes: stopped the way SageMaker stops instances."""
+"""Hosts as processes: started and stopped the way SageMaker starts and stops a job's containers."""
 
 import signal
 import sys
 import textwrap
-import time
 
-from local.jobs.common import Host, run_hosts
+import pytest
 
-# A host that notes SIGTERM in a file (its child, like train.py under the toolkit's `train`, does the same).
-GRACEFUL = """
+from infra.plan_step.container import IMAGE_ENTRYPOINT, processing_entrypoint, training_container
+from local.jobs import namespaces
+from local.jobs.common import Host, container_command, run_hosts
+
+needs_namespaces = pytest.mark.skipif(namespaces.isolation()[0] is None, reason=namespaces.isolation()[1])
+
+# The toolkit's `train` as far as a stop goes: no SIGTERM handler; it runs the training script, relays its output
+# (as the real one does, through a pipe) and exits with its status. The script, on SIGTERM, says so, notes it in a
+# file and exits 143, as train.py does after its checkpoint: a script whose relay died fails on that line.
+TOOLKIT = """
 import pathlib, signal, subprocess, sys, time
-folder = pathlib.Path(sys.argv[1])
-def noted(name):
-    def handler(signum, frame):
-        (folder / name).write_text("SIGTERM")
+folder = pathlib.Path(sys.argv[-1] if len(sys.argv) > 1 else ".").resolve()
+if sys.argv[1:2] == ["script"]:
+    def noted(signum, frame):
+        time.sleep(0.5)  # the checkpoint
+        print("[stopped]", flush=True)
+        (folder / "script").write_text("SIGTERM")
         sys.exit(143)
-    return handler
-if len(sys.argv) > 2:  # the child
-    signal.signal(signal.SIGTERM, noted("child"))
-    (folder / "child-ready").touch()
+    signal.signal(signal.SIGTERM, noted)
+    (folder / "script-ready").touch()
     time.sleep(60)
-signal.signal(signal.SIGTERM, noted("graceful"))
-subprocess.Popen([sys.executable, __file__, str(folder), "child"])
-while not (folder / "child-ready").exists():
-    time.sleep(0.02)
-(folder / "graceful-ready").touch()
-time.sleep(60)
+script = subprocess.Popen([sys.executable, __file__, "script", str(folder)], stdout=subprocess.PIPE, text=True)
+for line in script.stdout:
+    print(line, end="", flush=True)
+sys.exit(script.wait())
 """
 STUBBORN = """
 import pathlib, signal, sys, time
@@ -36,20 +41,55 @@ time.sleep(60)
 FAILING = """
 import pathlib, sys, time
 folder = pathlib.Path(sys.argv[1])
-while not all((folder / f"{name}-ready").exists() for name in ("graceful", "stubborn")):
+while not all((folder / f"{name}-ready").exists() for name in ("script", "stubborn")):
     time.sleep(0.02)
 sys.exit(3)
 """
 
 
-def test_a_failed_host_stops_the_others_with_sigterm_then_sigkill_after_the_grace(tmp_path):
-    hosts = []
-    for name, source in (("failing", FAILING), ("graceful", GRACEFUL), ("stubborn", STUBBORN)):
+def stop_a_job(tmp_path, command: list[str]) -> dict[str, int]:
+    """Runs ``command`` (the container's, ``train`` on PATH being TOOLKIT) next to a host that fails once the others
+    are up, so the job stops them: SIGTERM, and SIGKILL a second later."""
+    (tmp_path / "bin").mkdir()
+    train = tmp_path / "bin" / "train"
+    train.write_text(f"#!{sys.executable}\n{textwrap.dedent(TOOLKIT)}")
+    train.chmod(0o755)
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"}
+    hosts = [Host("algo-1", command, env, tmp_path)]
+    for name, source in (("failing", FAILING), ("stubborn", STUBBORN)):
         script = tmp_path / f"{name}.py"
         script.write_text(textwrap.dedent(source))
-        hosts.append(Host(name, [sys.executable, str(script), str(tmp_path)], {}, tmp_path))
-    started = time.monotonic()
-    codes = run_hosts(hosts, tmp_path / "logs", echo="none", grace_seconds=1.0)
-    assert codes == {"failing": 3, "graceful": 143, "stubborn": -signal.SIGKILL}
-    assert (tmp_path / "graceful").read_text() == (tmp_path / "child").read_text() == "SIGTERM"
-    assert time.monotonic() - started < 20
+        hosts.append(Host(name, [sys.executable, str(script), str(tmp_path)], env, tmp_path))
+    return run_hosts(hosts, tmp_path / "logs", echo="none", grace_seconds=1.0)
+
+
+@needs_namespaces
+def test_the_init_passes_a_stop_on_to_the_training_script_and_exits_with_its_status(tmp_path):
+    container = training_container(image_forwards_signals=False)
+    codes = stop_a_job(tmp_path, container_command(container["ContainerEntrypoint"], container["ContainerArguments"]))
+    assert codes == {"algo-1": 143, "failing": 3, "stubborn": -signal.SIGKILL}
+    assert (tmp_path / "script").read_text() == "SIGTERM"
+
+
+@needs_namespaces
+def test_without_the_init_the_toolkit_is_pid_1_and_the_stop_is_lost(tmp_path):
+    codes = stop_a_job(tmp_path, container_command(IMAGE_ENTRYPOINT, ["train"]))  # the image as SageMaker starts it
+    assert codes["algo-1"] == -signal.SIGKILL
+    assert not (tmp_path / "script").exists()
+
+
+@needs_namespaces
+def test_a_processing_container_gets_the_same_init_which_signals_a_lone_command_itself(tmp_path):
+    command = processing_entrypoint(["train", "script"])  # the script alone, as preprocess.py is
+    codes = stop_a_job(tmp_path, container_command(command, [str(tmp_path)]))
+    assert codes["algo-1"] == 143 and (tmp_path / "script").read_text() == "SIGTERM"
+
+
+def test_without_namespaces_a_stop_reaches_the_script_as_the_init_would_pass_it_on(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(namespaces, "isolation", lambda: (None, "no namespaces for this test"))
+    container = training_container(image_forwards_signals=False)
+    codes = stop_a_job(tmp_path, container_command(container["ContainerEntrypoint"], container["ContainerArguments"]))
+    assert codes == {"algo-1": 143, "failing": 3, "stubborn": -signal.SIGKILL}
+    assert (tmp_path / "script").read_text() == "SIGTERM"
+    (notice,) = capsys.readouterr().out.splitlines()
+    assert notice.startswith("  note: no namespaces for this test, so hosts are plain processes here")

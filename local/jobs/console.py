@@ -2,7 +2,8 @@
 
 Hidden by what they are: TensorFlow's C++ logging at INFO and WARNING (cpu_feature_guard, oneDNN, gRPC, the
 coordination service), the SageMaker training toolkit's INFO/WARNING lines, its dump of the training
-environment, pip's report of the requirements it installed, and blank lines. Errors, tracebacks and every
+environment, pip's report of the requirements it installed, the image entrypoint's `bash -m` finding no
+terminal, and blank lines. Errors, tracebacks and every
 line the entry points print are shown. Each host's log file keeps every line; ``local.run --verbose``
 echoes them all.
 """
@@ -27,6 +28,7 @@ NOISE = re.compile(
             r"https://sagemaker\.readthedocs\.io/\S+$",
             r"(Requirement already satisfied|Looking in (links|indexes)|Processing|Collecting|Installing collected "
             r"packages|Successfully installed):? ",  # pip, installing requirements.txt
+            r"bash: (cannot set terminal process group \(-1\)|no job control in this shell)",  # the image's `bash -m`
             r"$",  # blank
         ]
     )

@@ -4,6 +4,8 @@ from local.jobs.console import ConsoleFilter
 
 # A training host's output as the toolkit and train.py print it (abridged): "+" shown on the console, "-" not.
 OUTPUT = """\
+-bash: cannot set terminal process group (-1): Inappropriate ioctl for device
+-bash: no job control in this shell
 -WARNING: All log messages before absl::InitializeLog() is called are written to STDERR
 -I0000 00:00:1796118857.026586   28725 port.cc:153] oneDNN custom operations are on.
 -I0000 00:00:1796118857.099233   28725 cpu_feature_guard.cc:227] This TensorFlow binary is optimized to use ...

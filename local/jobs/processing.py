@@ -10,6 +10,7 @@ from local.folder_store import FolderStore
 from local.jobs.common import (
     Host,
     JobFailed,
+    container_command,
     copy_objects,
     in_host,
     local_environment,
@@ -56,7 +57,8 @@ def run_processing_job(
             Path(in_host(output["S3Output"]["LocalPath"], host_dir)).mkdir(parents=True, exist_ok=True)
         # The container's own entry point, its /opt/ml paths moved into this host's folder. The host name,
         # which SageMaker gives in /opt/ml/config/resourceconfig.json, is passed as an argument here.
-        argv = [in_host(a, host_dir) for a in [*app["ContainerEntrypoint"], *app.get("ContainerArguments", [])]]
+        command = container_command(app["ContainerEntrypoint"], app.get("ContainerArguments", []))
+        argv = [in_host(part, host_dir) for part in command]
         argv += ["--host", host_name]
         hosts.append(Host(host_name, argv, local_environment(request.get("Environment", {})), host_dir))
     codes = run_hosts(hosts, job_dir / "logs", echo)

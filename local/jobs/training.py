@@ -2,7 +2,7 @@
 
 What SageMaker does, done here per host ``algo-N``: the ``/opt/ml`` layout (a folder, ``SAGEMAKER_BASE_DIR``) with
 ``input/config/{hyperparameters,resourceconfig,inputdataconfig}.json``, the channels under ``input/data/``, the
-``model``, ``output`` and checkpoint folders, checkpoint sync, a network per host (``local/jobs/network.py``),
+``model``, ``output`` and checkpoint folders, checkpoint sync, namespaces per host (``local/jobs/namespaces.py``),
 ``model.tar.gz`` and the failure reason. What the container does is the real in-container toolkit's:
 ``sagemaker-training``'s ``train`` entry point with the TensorFlow container's module
 (``sagemaker_tensorflow_container.training``), which installs the package, writes TF_CONFIG and starts the entry
@@ -12,21 +12,23 @@ name the host's folder, and ``sagemaker_submit_directory`` names the archive in 
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import json
 import os
 import re
-import sys
+import shutil
 import tarfile
 import time
 from pathlib import Path
 from typing import Any
 
+from infra.plan_step.container import IMAGE_ENTRYPOINT
 from local.folder_store import FolderStore
-from local.jobs import network
+from local.jobs import namespaces
 from local.jobs.common import (
     Host,
     JobFailed,
+    container_command,
     copy_objects,
     in_host,
     local_environment,
@@ -36,8 +38,8 @@ from local.jobs.common import (
 )
 from local.jobs.console import Echo
 
-TOOLKIT_TRAIN = Path(sys.executable).parent / "train"  # sagemaker-training's console script
 FRAMEWORK_MODULE = "sagemaker_tensorflow_container.training:main"
+TRAIN_STEP = re.compile(r"\[train\] step=(\d+) ")
 
 
 def _channel(store: FolderStore, channel: dict, efs_root: Path, job_dir: Path) -> Path:
@@ -115,9 +117,19 @@ def write_host_config(
 
 
 def run_training_job(
-    request: dict[str, Any], store: FolderStore, jobs_dir: Path, efs_root: Path, echo: Echo = "progress"
+    request: dict[str, Any],
+    store: FolderStore,
+    jobs_dir: Path,
+    efs_root: Path,
+    echo: Echo = "progress",
+    interrupt_at_step: int = 0,
 ) -> dict[str, Any]:
-    """Runs the job to completion and answers like DescribeTrainingJob; raises JobFailed."""
+    """Runs the job to completion and answers like DescribeTrainingJob; raises JobFailed.
+
+    ``interrupt_at_step``: a spot job is interrupted at the chief's first ``[train]`` line at or past this step (SIGTERM
+    to every host, SIGKILL 120 s later) and started again as managed spot does it: the same name and checkpoint URI,
+    fresh instances whose /opt/ml/checkpoints comes from S3. The interrupted attempt's logs go to ``interrupted/``.
+    """
     name = request["TrainingJobName"]
     job_dir = jobs_dir / name
     started = time.time()
@@ -125,42 +137,22 @@ def run_training_job(
     if not store.path(submit).is_file():
         raise JobFailed(f"ClientError: {submit} does not exist")
     count = request["ResourceConfig"]["InstanceCount"]
-    host_names = [f"algo-{i + 1}" for i in range(count)]
-    if not network.available():
-        if count > 1:
-            raise JobFailed("ClientError: hosts on one machine each need a network namespace: run as root, with ip")
-        host_names = ["localhost"]  # the toolkit waits until every host name resolves
-    checkpoint = request.get("CheckpointConfig")
-    checkpoint_store = store.path(checkpoint["S3Uri"]) if checkpoint else None
-    if checkpoint_store:
-        checkpoint_store.mkdir(parents=True, exist_ok=True)
-    threads = max(1, (os.cpu_count() or 1) // count)
-    with contextlib.ExitStack() as stack:
-        prefixes = stack.enter_context(network.host_networks(host_names)) if network.available() else {}
-        hosts = []
-        for host_name in host_names:
-            host_dir = job_dir / host_name
-            for channel in request.get("InputDataConfig", []):
-                target = _channel(store, channel, efs_root, job_dir)
-                _link(target, host_dir / "input/data" / channel["ChannelName"])
-            for folder in ("model", "output/data"):  # SageMaker makes them; the toolkit does not
-                (host_dir / folder).mkdir(parents=True, exist_ok=True)
-            if checkpoint_store:  # SageMaker keeps /opt/ml/checkpoints in sync with S3; a link is that, instantly
-                _link(checkpoint_store, Path(in_host(checkpoint.get("LocalPath", "/opt/ml/checkpoints"), host_dir)))
-            hyperparameters = host_hyperparameters(request, store, host_dir)
-            write_host_config(host_dir, request, hyperparameters, host_names, host_name)
-            env = {
-                "SAGEMAKER_BASE_DIR": str(host_dir),
-                "SAGEMAKER_TRAINING_MODULE": FRAMEWORK_MODULE,
-                "TRAINING_JOB_NAME": name,
-                "CUDA_VISIBLE_DEVICES": "",  # this machine's share: no GPU, its cores split between the hosts
-                "TF_NUM_INTRAOP_THREADS": str(threads),
-                "TF_NUM_INTEROP_THREADS": "1",
-                **request.get("Environment", {}),
-            }
-            argv = [*prefixes.get(host_name, []), str(TOOLKIT_TRAIN)]
-            hosts.append(Host(host_name, argv, local_environment(env), host_dir))
-        codes = run_hosts(hosts, job_dir / "logs", echo)
+    host_names, fallback = [f"algo-{i + 1}" for i in range(count)], ""
+    if namespaces.isolation()[0] is None:  # no network per host: one host, whose name resolves here
+        host_names, fallback = ["localhost"], f" (the job's {count} hosts as one, on the same data)" * (count > 1)
+    spot = bool(request.get("EnableManagedSpotTraining"))  # only a spot job is reclaimed and restarted
+    billable = 0.0
+    for at_step in [interrupt_at_step, 0] if spot and interrupt_at_step else [0]:
+        began = time.time()
+        hosts = _hosts(request, store, job_dir, efs_root, host_names)
+        reached = functools.partial(_reached, hosts[0], at_step)
+        codes = run_hosts(hosts, job_dir / "logs", echo, fallback=fallback, interrupt=reached)
+        billable += time.time() - began
+        if not reached():
+            break
+        shutil.rmtree(job_dir / "interrupted", ignore_errors=True)
+        (job_dir / "logs").rename(job_dir / "interrupted")
+        print(f"  spot interruption at step {at_step}: {name} starts again from its checkpoints", flush=True)
     if any(codes.values()):
         raise JobFailed(_failure_reason(name, hosts, codes, job_dir))
     artifact = _upload_model(store, request, name, job_dir / host_names[0] / "model")
@@ -178,8 +170,52 @@ def run_training_job(
             request["AlgorithmSpecification"].get("MetricDefinitions", []), hosts[0].lines
         ),
         "TrainingTimeInSeconds": round(time.time() - started),
-        "BillableTimeInSeconds": round(time.time() - started) * count,
+        "BillableTimeInSeconds": round(billable),  # per instance: the time the instances ran
     }
+
+
+def _reached(chief: Host, step: int) -> bool:
+    """Whether the chief has logged a ``[train]`` line at or past ``step`` (never, for step 0)."""
+    return bool(step) and any(int(m[1]) >= step for m in map(TRAIN_STEP.match, chief.lines[-50:]) if m)
+
+
+def _hosts(request: dict[str, Any], store: FolderStore, job_dir: Path, efs_root: Path, names: list[str]) -> list[Host]:
+    """Fresh instances: each host's /opt/ml as SageMaker lays it out, and the container command it runs."""
+    count = request["ResourceConfig"]["InstanceCount"]
+    checkpoint = request.get("CheckpointConfig")
+    checkpoint_store = store.path(checkpoint["S3Uri"]) if checkpoint else None
+    if checkpoint_store:
+        checkpoint_store.mkdir(parents=True, exist_ok=True)
+    threads = max(1, (os.cpu_count() or 1) // count)
+    spec = request["AlgorithmSpecification"]
+    command = container_command(  # the image's ENTRYPOINT and SageMaker's argument, unless the request names its own
+        spec.get("ContainerEntrypoint", IMAGE_ENTRYPOINT),
+        spec.get("ContainerArguments", [] if "ContainerEntrypoint" in spec else ["train"]),
+    )
+    hosts = []
+    for host_name in names:
+        host_dir = job_dir / host_name
+        shutil.rmtree(host_dir, ignore_errors=True)  # links inside are removed, not followed
+        for channel in request.get("InputDataConfig", []):
+            target = _channel(store, channel, efs_root, job_dir)
+            _link(target, host_dir / "input/data" / channel["ChannelName"])
+        for folder in ("model", "output/data"):  # SageMaker makes them; the toolkit does not
+            (host_dir / folder).mkdir(parents=True, exist_ok=True)
+        if checkpoint_store:  # SageMaker keeps /opt/ml/checkpoints in sync with S3; a link is that, instantly
+            _link(checkpoint_store, Path(in_host(checkpoint.get("LocalPath", "/opt/ml/checkpoints"), host_dir)))
+        hyperparameters = host_hyperparameters(request, store, host_dir)
+        write_host_config(host_dir, request, hyperparameters, names, host_name)
+        env = {
+            "SAGEMAKER_BASE_DIR": str(host_dir),
+            "SAGEMAKER_TRAINING_MODULE": FRAMEWORK_MODULE,
+            "TRAINING_JOB_NAME": request["TrainingJobName"],
+            "CUDA_VISIBLE_DEVICES": "",  # this machine's share: no GPU, its cores split between the hosts
+            "TF_NUM_INTRAOP_THREADS": str(threads),
+            "TF_NUM_INTEROP_THREADS": "1",
+            **request.get("Environment", {}),
+        }
+        hosts.append(Host(host_name, command, local_environment(env), host_dir))
+    return hosts
 
 
 def _failure_reason(name: str, hosts: list[Host], codes: dict[str, int], job_dir: Path) -> str:

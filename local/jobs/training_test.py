@@ -1,13 +1,19 @@
 """What the local control plane writes for the in-container toolkit, read back by the toolkit's own code."""
 
 import json
+import re
 import subprocess
 import sys
 
+import pytest
+
+from infra.plan_step.container import training_container
 from infra.plan_step.metric_definitions import METRIC_DEFINITIONS
 from infra.plan_step.requests import encode_hyperparameters
 from local.folder_store import FolderStore
-from local.jobs.training import final_metrics, host_hyperparameters, write_host_config
+from local.jobs import namespaces
+from local.jobs.training import final_metrics, host_hyperparameters, run_training_job, write_host_config
+from local.summary import spot_interruption, training_log
 
 REQUEST = {
     "HyperParameters": encode_hyperparameters(
@@ -29,6 +35,7 @@ REQUEST = {
 # Run in a fresh process: the toolkit reads SAGEMAKER_BASE_DIR when it is imported.
 READ_BACK = """
 import json
+import re
 from sagemaker_training import environment
 env = environment.Environment()
 print(json.dumps({"args": env.to_cmd_args(), "hosts": env.hosts, "current": env.current_host,
@@ -72,3 +79,67 @@ def test_final_metrics_are_the_last_values_in_the_log():
     assert metrics["train:loss"] == 4.0
     assert metrics["validation:perplexity"] == 90.02
     assert metrics["train:tokens_per_second"] == 120.0
+
+
+# A training script as far as a spot interruption goes: resumes at the step in its checkpoint file, logs every step,
+# and on SIGTERM finishes the step in flight, checkpoints it and exits 143 (what train.py does, in miniature).
+TRAINER = """
+import os, pathlib, signal, sys, time
+checkpoint = pathlib.Path(os.environ["SAGEMAKER_BASE_DIR"]) / "checkpoints" / "step"
+start = int(checkpoint.read_text()) if checkpoint.exists() else 0
+stopping = []
+signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
+print(f"[config] engine=fake start_step={start} max_steps=12 ", flush=True)
+for step in range(start + 1, 13):
+    time.sleep(0.05)
+    print(f"[train] step={step} loss=1.0 ", flush=True)
+    if stopping:
+        checkpoint.write_text(str(step))
+        print(f"[stopped] step={step} checkpointed 0.01 s after SIGTERM", flush=True)
+        sys.exit(143)
+"""
+
+
+def fake_job(tmp_path, count: int) -> tuple[dict, FolderStore]:
+    """A spot training request whose container runs the init and TRAINER, and its store."""
+    store = FolderStore(tmp_path / "s3")
+    store.path("s3://assets/code.tar.gz").parent.mkdir(parents=True)
+    store.path("s3://assets/code.tar.gz").write_bytes(b"")
+    script = tmp_path / "trainer.py"
+    script.write_text(TRAINER)
+    container = training_container(image_forwards_signals=False)
+    request = {
+        "TrainingJobName": "job",
+        "AlgorithmSpecification": {**container, "ContainerArguments": [sys.executable, str(script)]},
+        "HyperParameters": {"sagemaker_submit_directory": '"s3://assets/code.tar.gz"'},
+        "ResourceConfig": {"InstanceType": "ml.m5.xlarge", "InstanceCount": count},
+        "OutputDataConfig": {"S3OutputPath": "s3://models/training/"},
+        "CheckpointConfig": {"S3Uri": "s3://checkpoints/run/", "LocalPath": "/opt/ml/checkpoints"},
+        "EnableManagedSpotTraining": True,
+    }
+    return request, store
+
+
+@pytest.mark.skipif(namespaces.isolation()[0] is None, reason=namespaces.isolation()[1])
+def test_a_spot_interruption_restarts_the_job_from_its_checkpoint_losing_no_finished_step(tmp_path):
+    request, store = fake_job(tmp_path, count=1)
+    job = run_training_job(request, store, tmp_path / "jobs", tmp_path / "efs", echo="none", interrupt_at_step=4)
+    assert job["TrainingJobStatus"] == "Completed"
+    lines = training_log(tmp_path, "job")
+    assert lines[-1].startswith("[train] step=12 ")
+    note = spot_interruption(tmp_path, job, lines)  # the step it stops at depends on this machine's speed
+    assert re.match(r"interrupted after step (\d+), resumed at step \1: 0 steps lost; training \d+ s, billed", note)
+
+
+def test_without_namespaces_the_hosts_of_a_job_run_as_one_with_a_notice(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(namespaces, "isolation", lambda: (None, "no namespaces for this test"))
+    request, store = fake_job(tmp_path, count=2)
+    job = run_training_job(request, store, tmp_path / "jobs", tmp_path / "efs", echo="none")
+    assert job["TrainingJobStatus"] == "Completed"
+    assert training_log(tmp_path, "job")[-1].startswith("[train] step=12 ")
+    assert [p.name for p in (tmp_path / "jobs" / "job" / "logs").iterdir()] == ["localhost.log"]
+    (notice,) = capsys.readouterr().out.splitlines()
+    assert notice == (
+        "  note: no namespaces for this test, so hosts are plain processes here (the job's 2 hosts as one, on the "
+        "same data), and a stop signals a host's processes, not its PID 1"
+    )
