@@ -19,7 +19,10 @@ from infra.plan_step.plan import plan_execution
 from local.definition import resolve_definition
 from local.folder_store import FolderStore
 from tests.api_contract import (
+    CHECKED_KEYS,
     REQUEST_OPERATIONS,
+    SESSION,
+    UNCONSTRAINING_KEYS,
     documented_rules,
     operation,
     static_parameter_keys,
@@ -136,6 +139,53 @@ def test_the_request_checks_catch_seeded_defects(all_plans: dict[str, dict]):
         'Unknown parameter in PrimaryContainer: "Imag"',
     ):
         assert expected in found
+
+
+def test_the_model_limit_checks_catch_seeded_defects(all_plans: dict[str, dict]):
+    efs, s3 = (
+        copy.deepcopy(all_plans[f"dev/{name}/first-run"]) for name in ("spot-on-efs-cpu-deploy", "spot-off-s3-deploy")
+    )
+    training = efs["requests"]["training"]
+    training["AlgorithmSpecification"]["TrainingInputMode"] = "Fil"
+    training["InputDataConfig"][0]["DataSource"]["FileSystemDataSource"].update(
+        FileSystemAccessMode="readonly", FileSystemType="EFSS"
+    )
+    training["ResourceConfig"]["InstanceType"] = "ml.g5.12xlargee"
+    training["StoppingCondition"]["MaxRuntimeInSeconds"] = 0
+    s3["requests"]["training"]["InputDataConfig"][0]["DataSource"]["S3DataSource"]["S3DataDistributionType"] = (
+        "ShardedByS3Keys"
+    )
+    arguments = s3["requests"]["tokenizer"]["AppSpecification"]["ContainerArguments"]
+    arguments.append(",".join(["Pile-CC"] * 34))  # one argument of 271 characters
+    s3["requests"]["shards"]["AppSpecification"]["ContainerArguments"] = []
+    found = "\n".join(findings(efs) + findings(s3))
+    for expected in (
+        "AlgorithmSpecification.TrainingInputMode: 'Fil' is not one of TrainingInputMode's 3 values",
+        "FileSystemDataSource.FileSystemAccessMode: 'readonly' is not one of FileSystemAccessMode's 2 values",
+        "FileSystemDataSource.FileSystemType: 'EFSS' is not one of FileSystemType's 2 values",
+        "ResourceConfig.InstanceType: 'ml.g5.12xlargee' is not one of TrainingInstanceType's",
+        "StoppingCondition.MaxRuntimeInSeconds: 0 is below 1",
+        "S3DataSource.S3DataDistributionType: 'ShardedByS3Keys' is not one of S3DataDistribution's 2 values",
+        f"AppSpecification.ContainerArguments[{len(arguments) - 1}]: 271 characters, at most 256",
+        "AppSpecification.ContainerArguments: 0 items, at least 1",
+    ):  # fmt: skip
+        assert expected in found, f"{expected!r} not in:\n{found}"
+
+
+def test_the_limit_checks_know_every_key_the_models_carry(definition: dict):
+    """A key a later botocore adds (a new kind of limit) fails here until :func:`_limits` checks it or it is
+    listed as one that limits nothing."""
+    resources = [s["Resource"] for s in definition["States"].values() if s["Type"] == "Task"]
+    services = {called[0] for called in map(task_operation, resources) if called}
+    assert services == {"sagemaker", "datasync", "sns"}
+    keys = {
+        key
+        for service in services
+        for shape in SESSION.get_service_model(service)._shape_resolver._shape_map.values()
+        for key in [*shape, *(k for member in shape.get("members", {}).values() for k in member)]
+    }
+    assert keys - CHECKED_KEYS - UNCONSTRAINING_KEYS == set()
+    assert {"enum", "min", "max", "pattern"} <= keys  # the shapes were read
 
 
 @pytest.fixture(scope="module")
