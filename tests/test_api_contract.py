@@ -12,11 +12,12 @@ import copy
 import json
 
 import pytest
+import regex
 
 from infra.plan_step import requests
 from infra.plan_step.conftest import make_settings
 from infra.plan_step.plan import plan_execution
-from local.definition import resolve_definition
+from local.definition import local_arn, resolve_definition
 from local.folder_store import FolderStore
 from tests.api_contract import (
     CHECKED_KEYS,
@@ -260,24 +261,50 @@ def granted(template: dict, holder: str) -> set[str]:
     return {a for s in PolicyReader(template).statements() if s.holder == holder for a in s.actions}
 
 
+def aws_definition(template: dict) -> dict:
+    """The definition as Step Functions runs it: a Lambda function's ``Arn`` resolved to a function ARN."""
+
+    def name_of(logical_id: str, attribute: str | None) -> str:
+        if attribute == "Arn" and template["Resources"][logical_id]["Type"] == "AWS::Lambda::Function":
+            return f"arn:aws:lambda:us-east-1:123456789012:function:{logical_id}"
+        return local_arn(logical_id, attribute)
+
+    return resolve_definition(template, "us-east-1", "123456789012", name_of)
+
+
 def missing_state_machine_iam(template: dict, definition: dict) -> list[str]:
     actions = granted(template, "Workflow/StateMachine/Role")
     missing = []
     for name, state in definition["States"].items():
-        if state["Type"] == "Task":
-            integration = state["Resource"].removeprefix("arn:aws:states:::")
-            needs = STATE_MACHINE_NEEDS.get(integration, ["lambda:InvokeFunction"])  # else a function's own ARN
-            missing += [f"{name}: {a}" for a in needs if a not in actions]
+        if state["Type"] != "Task":
+            continue
+        resource = state["Resource"]
+        if regex.fullmatch(r"arn:aws:lambda:[a-z0-9-]+:\d{12}:function:[\w-]+", resource):
+            needs = ["lambda:InvokeFunction"]  # the function invoked directly
+        elif (integration := resource.removeprefix("arn:aws:states:::")) in STATE_MACHINE_NEEDS:
+            needs = STATE_MACHINE_NEEDS[integration]
+        else:
+            missing.append(f"{name}: {resource} is neither a function nor an integration STATE_MACHINE_NEEDS knows")
+            continue
+        missing += [f"{name}: {a}" for a in needs if a not in actions]
     return missing
 
 
 @pytest.mark.parametrize("stage", ["dev", "prod"])
 def test_the_state_machine_role_has_what_each_integration_needs(stage: str):
     template = synth_template(stage)
-    definition = resolve_definition(template, "us-east-1", "123456789012")
+    definition = aws_definition(template)
     assert missing_state_machine_iam(template, definition) == []
     broken = json.loads(json.dumps(template).replace('"kms:CreateGrant"', '"kms:ListGrants"'))
     assert missing_state_machine_iam(broken, definition) == ["CreateEndpoint: kms:CreateGrant"]
+    copies = copy.deepcopy(definition)
+    copies["States"]["CopyObject"] = {"Type": "Task", "Resource": "arn:aws:states:::aws-sdk:s3:copyObject", "End": True}
+    copies["States"]["Plan"]["Resource"] = local_arn("PlanFunction")  # neither a function ARN nor an integration
+    assert missing_state_machine_iam(template, copies) == [
+        "Plan: arn:aws:local:::PlanFunction is neither a function nor an integration STATE_MACHINE_NEEDS knows",
+        "CopyObject: arn:aws:states:::aws-sdk:s3:copyObject is neither a function nor an integration "
+        "STATE_MACHINE_NEEDS knows",
+    ]
 
 
 def test_the_jobs_role_may_list_every_bucket_a_processing_input_names():
