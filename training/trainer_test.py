@@ -10,7 +10,7 @@ from gpt.model import GPT
 from schedule import WarmupCosine
 from trainer import PRECISIONS, AdamW, Trainer, make_optimizer
 
-from conftest import SEQUENCE_LENGTH, TWO_CPUS
+from conftest import SEQUENCE_LENGTH
 
 T = 16
 
@@ -64,7 +64,7 @@ def test_accumulation_equals_one_big_batch(dataset_dir):
         np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.skipif(not TWO_CPUS, reason="TensorFlow was initialised before conftest could split the CPU")
+@pytest.mark.usefixtures("two_logical_cpus")
 def test_two_mirrored_replicas_match_one_device_on_the_same_global_batch(dataset_dir, mirrored_engine):
     data = batches(dataset_dir, (2, 1, 2), 2)
     mirrored = mirrored_engine
