@@ -94,10 +94,16 @@ def test_non_finite_gradients_never_reach_the_weights(dataset_dir):
 
 def test_fp16_skips_overflowing_steps_and_halves_the_scale(dataset_dir):
     model, trainer = build(default_engine(), precision="fp16", micro=2, initial_loss_scale=2.0**127)
-    data = batches(dataset_dir, (1, 1, 2), 3)
-    results = [trainer.train_step(b) for b in data]
-    assert not results[0].applied  # 2^127 x loss overflows
-    assert float(trainer.loss_scale) < 2.0**127
+    first, *later = batches(dataset_dir, (1, 1, 2), 3)
+    before = model.get_weights()
+    assert not trainer.train_step(first).applied  # 2^127 x loss overflows
+    assert float(trainer.loss_scale) == 2.0**126  # halved, once
+    assert int(trainer.optimizer.iterations) == 0
+    assert all(np.array_equal(x, y) for x, y in zip(before, model.get_weights(), strict=True))
+    trainer.loss_scale.assign(2.0**8)  # small enough for float16 gradients: the next steps apply
+    assert [trainer.train_step(b).applied for b in later] == [True, True]
+    assert int(trainer.optimizer.iterations) == 2 and float(trainer.loss_scale) == 2.0**8
+    assert not all(np.array_equal(x, y) for x, y in zip(before, model.get_weights(), strict=True))
     assert model.blocks[0].fc.compute_dtype == "float16"
 
 
