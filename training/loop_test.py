@@ -45,6 +45,7 @@ def test_bf16_run_with_accumulation_and_xla_trains(dataset_dir, tmp_path, capsys
     run = TrainingRun(args, env={})
     assert run.accumulation == 2  # 64 tokens = 2 sequences x 16 tokens x 1 replica x 2 micro-batches
     assert run.model.blocks[0].fc.compute_dtype == "bfloat16"
+    assert run.trainer._micro_grads._jit_compile is True  # --use_xla reached the micro-batch step's tf.function
     run.train()
     output = capsys.readouterr().out
     assert "global_batch_tokens=64 accumulation_steps=2 peak_lr=1.000e-02 precision=bf16" in output
