@@ -43,7 +43,10 @@ def test_text_in_text_out_through_the_archives_hooks(endpoint, model_dir):
     assert endpoint.hooks.__file__ == str(model_dir / "code" / "inference.py")
     answer = endpoint.invoke_endpoint(b'{"inputs": "def main(", "parameters": {"max_new_tokens": 6}}')
     assert answer["StatusCode"] == 200 and answer["ContentType"] == "application/json"
-    assert json.loads(answer["Body"])[0]["generated_text"].startswith("def main(")
+    text = json.loads(answer["Body"])[0]["generated_text"]
+    assert text.startswith("def main(") and len(text) > len("def main("), f"no new text: {text!r}"
+    only_new = endpoint.invoke_endpoint(b'{"inputs": "def main(", "parameters": {"return_full_text": false}}')
+    assert json.loads(only_new["Body"])[0]["generated_text"] != ""
 
 
 def test_bad_requests_are_model_errors_with_the_reason_and_the_server_keeps_serving(endpoint):

@@ -1,7 +1,8 @@
 """What a request must satisfy before AWS sees it, checked against references the project did not write.
 
 - botocore's own validator (``ParamValidator``) on the operation's input shape: names, types, required members;
-- the limits the service model states but that validator does not check: ``max`` lengths and counts, ``pattern``s;
+- every other limit the service model states (that validator checks none of ``enum``, ``pattern``, ``max``):
+  enum values, patterns, lengths, counts and numbers between ``min`` and ``max`` (:data:`CHECKED_KEYS`);
 - the API reference's rules the model cannot express (:func:`documented_rules`).
 """
 
@@ -40,31 +41,48 @@ def validate(service: str, name: str, request: dict[str, Any]) -> list[str]:
     return found + list(_limits(request, model.input_shape, name))
 
 
+# What a service model's shapes may carry beyond their type and members. The limits on a value: botocore's
+# validator checks ``required``, ``union``, ``jsonvalue`` and (not for maps) ``min``; :func:`_limits` checks
+# ``enum``, ``pattern``, ``min`` and ``max`` everywhere. The rest say how a value is sent or documented.
+CHECKED_KEYS = {"required", "union", "jsonvalue", "enum", "pattern", "min", "max"}
+UNCONSTRAINING_KEYS = {
+    *("type", "members", "member", "key", "value", "shape", "documentation", "deprecated", "deprecatedMessage"),
+    *("box", "sensitive", "idempotencyToken", "exception", "error", "fault"),  # optional, redacted, filled in
+    *("location", "locationName", "payload", "streaming", "event", "eventstream", "eventpayload"),  # wire format
+}
+SIZED = {"string": "characters", "blob": "bytes", "list": "items", "map": "entries"}
+
+
 def _limits(value: Any, shape: Shape, path: str) -> Iterator[str]:
-    """``max`` and ``pattern`` of strings, ``max`` of lists, maps and integers, recursively."""
+    """``enum`` and ``pattern`` of strings; ``min`` and ``max`` of lengths, counts and numbers; recursively."""
     limits = shape.metadata
+    if shape.type_name in SIZED and isinstance(value, str | bytes | list | dict):
+        size, unit = len(value), SIZED[shape.type_name]
+        if size < limits.get("min", size):
+            yield f"{path}: {size} {unit}, at least {limits['min']}"
+        if size > limits.get("max", size):
+            yield f"{path}: {size} {unit}, at most {limits['max']}"
+    elif shape.type_name in ("integer", "long", "float", "double") and type(value) in (int, float):
+        if value < limits.get("min", value):
+            yield f"{path}: {value} is below {limits['min']}"
+        if value > limits.get("max", value):
+            yield f"{path}: {value} is above {limits['max']}"
     if shape.type_name == "structure" and isinstance(value, dict):
         for key, member in value.items():
             if key in shape.members:
                 yield from _limits(member, shape.members[key], f"{path}.{key}")
     elif shape.type_name == "list" and isinstance(value, list):
-        if "max" in limits and len(value) > limits["max"]:
-            yield f"{path}: {len(value)} items, at most {limits['max']}"
         for i, item in enumerate(value):
             yield from _limits(item, shape.member, f"{path}[{i}]")
     elif shape.type_name == "map" and isinstance(value, dict):
-        if "max" in limits and len(value) > limits["max"]:
-            yield f"{path}: {len(value)} entries, at most {limits['max']}"
         for key, item in value.items():
             yield from _limits(key, shape.key, f"{path} key {key!r}")
             yield from _limits(item, shape.value, f"{path}[{key!r}]")
     elif shape.type_name == "string" and isinstance(value, str):
-        if "max" in limits and len(value) > limits["max"]:
-            yield f"{path}: {len(value)} characters, at most {limits['max']}"
+        if "enum" in limits and value not in limits["enum"]:
+            yield f"{path}: {value!r} is not one of {shape.name}'s {len(limits['enum'])} values"
         if "pattern" in limits and not regex.fullmatch(limits["pattern"], value):
             yield f"{path}: {value[:80]!r} does not match {limits['pattern']}"
-    elif shape.type_name in ("integer", "long") and isinstance(value, int) and value > limits.get("max", value):
-        yield f"{path}: {value} is above {limits['max']}"
 
 
 def documented_rules(kind: str, request: dict[str, Any]) -> list[str]:

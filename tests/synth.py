@@ -30,13 +30,23 @@ def cli_context(**overrides: Any) -> dict[str, Any]:
 
 
 @functools.cache
-def synth_template(stage: str = "dev", config_file: str | None = None) -> dict[str, Any]:
-    """The stage's CloudFormation template; built once per process for each (stage, config file)."""
+def _synth(stage: str, config_file: str | None) -> tuple[dict[str, Any], Path]:
     context = cli_context(stage=stage, **({"config": config_file} if config_file else {}))
-    app = cdk.App(context=context, outdir=tempfile.mkdtemp(prefix="cdk.out-"))
+    out = Path(tempfile.mkdtemp(prefix="cdk.out-"))
+    app = cdk.App(context=context, outdir=str(out))
     config = load_stage_config({key: context.get(key) for key in CONTEXT_KEYS})
     stack = build_app(app, config)
-    return Template.from_stack(stack).to_json()
+    return Template.from_stack(stack).to_json(), out
+
+
+def synth_template(stage: str = "dev", config_file: str | None = None) -> dict[str, Any]:
+    """The stage's CloudFormation template; built once per process for each (stage, config file)."""
+    return _synth(stage, config_file)[0]
+
+
+def validation_report(stage: str = "dev") -> dict[str, Any]:
+    """What that synth's validation plugins (the cdk-nag packs, cfn-lint) found: cdk.out/validation-report.json."""
+    return json.loads((_synth(stage, None)[1] / "validation-report.json").read_text())
 
 
 def scrub_asset_hashes(template: dict[str, Any]) -> dict[str, Any]:

@@ -14,16 +14,20 @@ import subprocess
 import sys
 
 import pytest
+import regex
 
 from infra.aws_limits import aws_limits
 from infra.plan_step import requests
 from infra.plan_step.conftest import make_settings
 from infra.plan_step.execution_input import MAX_PILE_SET_NAMES, PILE_SET_OPTION
 from infra.plan_step.plan import plan_execution
-from local.definition import resolve_definition
+from local.definition import local_arn, resolve_definition
 from local.folder_store import FolderStore
 from tests.api_contract import (
+    CHECKED_KEYS,
     REQUEST_OPERATIONS,
+    SESSION,
+    UNCONSTRAINING_KEYS,
     documented_rules,
     operation,
     static_parameter_keys,
@@ -174,6 +178,53 @@ def test_the_request_checks_catch_seeded_defects(all_plans: dict[str, dict]):
         assert expected in found
 
 
+def test_the_model_limit_checks_catch_seeded_defects(all_plans: dict[str, dict]):
+    efs, s3 = (
+        copy.deepcopy(all_plans[f"dev/{name}/first-run"]) for name in ("spot-on-efs-cpu-deploy", "spot-off-s3-deploy")
+    )
+    training = efs["requests"]["training"]
+    training["AlgorithmSpecification"]["TrainingInputMode"] = "Fil"
+    training["InputDataConfig"][0]["DataSource"]["FileSystemDataSource"].update(
+        FileSystemAccessMode="readonly", FileSystemType="EFSS"
+    )
+    training["ResourceConfig"]["InstanceType"] = "ml.g5.12xlargee"
+    training["StoppingCondition"]["MaxRuntimeInSeconds"] = 0
+    s3["requests"]["training"]["InputDataConfig"][0]["DataSource"]["S3DataSource"]["S3DataDistributionType"] = (
+        "ShardedByS3Keys"
+    )
+    arguments = s3["requests"]["tokenizer"]["AppSpecification"]["ContainerArguments"]
+    arguments.append(",".join(["Pile-CC"] * 34))  # one argument of 271 characters
+    s3["requests"]["shards"]["AppSpecification"]["ContainerArguments"] = []
+    found = "\n".join(findings(efs) + findings(s3))
+    for expected in (
+        "AlgorithmSpecification.TrainingInputMode: 'Fil' is not one of TrainingInputMode's 3 values",
+        "FileSystemDataSource.FileSystemAccessMode: 'readonly' is not one of FileSystemAccessMode's 2 values",
+        "FileSystemDataSource.FileSystemType: 'EFSS' is not one of FileSystemType's 2 values",
+        "ResourceConfig.InstanceType: 'ml.g5.12xlargee' is not one of TrainingInstanceType's",
+        "StoppingCondition.MaxRuntimeInSeconds: 0 is below 1",
+        "S3DataSource.S3DataDistributionType: 'ShardedByS3Keys' is not one of S3DataDistribution's 2 values",
+        f"AppSpecification.ContainerArguments[{len(arguments) - 1}]: 271 characters, at most 256",
+        "AppSpecification.ContainerArguments: 0 items, at least 1",
+    ):  # fmt: skip
+        assert expected in found, f"{expected!r} not in:\n{found}"
+
+
+def test_the_limit_checks_know_every_key_the_models_carry(definition: dict):
+    """A key a later botocore adds (a new kind of limit) fails here until :func:`_limits` checks it or it is
+    listed as one that limits nothing."""
+    resources = [s["Resource"] for s in definition["States"].values() if s["Type"] == "Task"]
+    services = {called[0] for called in map(task_operation, resources) if called}
+    assert services == {"sagemaker", "datasync", "sns"}
+    keys = {
+        key
+        for service in services
+        for shape in SESSION.get_service_model(service)._shape_resolver._shape_map.values()
+        for key in [*shape, *(k for member in shape.get("members", {}).values() for k in member)]
+    }
+    assert keys - CHECKED_KEYS - UNCONSTRAINING_KEYS == set()
+    assert {"enum", "min", "max", "pattern"} <= keys  # the shapes were read
+
+
 @pytest.fixture(scope="module")
 def definition() -> dict:
     return resolve_definition(synth_template("dev"), "us-east-1", "123456789012")
@@ -246,24 +297,50 @@ def granted(template: dict, holder: str) -> set[str]:
     return {a for s in PolicyReader(template).statements() if s.holder == holder for a in s.actions}
 
 
+def aws_definition(template: dict) -> dict:
+    """The definition as Step Functions runs it: a Lambda function's ``Arn`` resolved to a function ARN."""
+
+    def name_of(logical_id: str, attribute: str | None) -> str:
+        if attribute == "Arn" and template["Resources"][logical_id]["Type"] == "AWS::Lambda::Function":
+            return f"arn:aws:lambda:us-east-1:123456789012:function:{logical_id}"
+        return local_arn(logical_id, attribute)
+
+    return resolve_definition(template, "us-east-1", "123456789012", name_of)
+
+
 def missing_state_machine_iam(template: dict, definition: dict) -> list[str]:
     actions = granted(template, "Workflow/StateMachine/Role")
     missing = []
     for name, state in definition["States"].items():
-        if state["Type"] == "Task":
-            integration = state["Resource"].removeprefix("arn:aws:states:::")
-            needs = STATE_MACHINE_NEEDS.get(integration, ["lambda:InvokeFunction"])  # else a function's own ARN
-            missing += [f"{name}: {a}" for a in needs if a not in actions]
+        if state["Type"] != "Task":
+            continue
+        resource = state["Resource"]
+        if regex.fullmatch(r"arn:aws:lambda:[a-z0-9-]+:\d{12}:function:[\w-]+", resource):
+            needs = ["lambda:InvokeFunction"]  # the function invoked directly
+        elif (integration := resource.removeprefix("arn:aws:states:::")) in STATE_MACHINE_NEEDS:
+            needs = STATE_MACHINE_NEEDS[integration]
+        else:
+            missing.append(f"{name}: {resource} is neither a function nor an integration STATE_MACHINE_NEEDS knows")
+            continue
+        missing += [f"{name}: {a}" for a in needs if a not in actions]
     return missing
 
 
 @pytest.mark.parametrize("stage", ["dev", "prod"])
 def test_the_state_machine_role_has_what_each_integration_needs(stage: str):
     template = synth_template(stage)
-    definition = resolve_definition(template, "us-east-1", "123456789012")
+    definition = aws_definition(template)
     assert missing_state_machine_iam(template, definition) == []
     broken = json.loads(json.dumps(template).replace('"kms:CreateGrant"', '"kms:ListGrants"'))
     assert missing_state_machine_iam(broken, definition) == ["CreateEndpoint: kms:CreateGrant"]
+    copies = copy.deepcopy(definition)
+    copies["States"]["CopyObject"] = {"Type": "Task", "Resource": "arn:aws:states:::aws-sdk:s3:copyObject", "End": True}
+    copies["States"]["Plan"]["Resource"] = local_arn("PlanFunction")  # neither a function ARN nor an integration
+    assert missing_state_machine_iam(template, copies) == [
+        "Plan: arn:aws:local:::PlanFunction is neither a function nor an integration STATE_MACHINE_NEEDS knows",
+        "CopyObject: arn:aws:states:::aws-sdk:s3:copyObject is neither a function nor an integration "
+        "STATE_MACHINE_NEEDS knows",
+    ]
 
 
 def test_the_jobs_role_may_list_every_bucket_a_processing_input_names():

@@ -134,10 +134,15 @@ def test_isolated_prod_has_no_internet_route_and_reaches_aws_through_endpoints(p
 
 
 def test_vpc_flow_logs_go_to_an_encrypted_log_group_with_retention(prod_template: Template):
-    prod_template.resource_count_is("AWS::EC2::FlowLog", 1)
-    prod_template.has_resource_properties(
-        "AWS::Logs::LogGroup", {"RetentionInDays": 365, "KmsKeyId": Match.any_value()}
-    )
+    (flow_log,) = prod_template.find_resources("AWS::EC2::FlowLog").values()
+    (vpc,) = prod_template.find_resources("AWS::EC2::VPC")
+    assert flow_log["Properties"]["ResourceId"] == {"Ref": vpc} and flow_log["Properties"]["TrafficType"] == "ALL"
+    assert flow_log["Properties"]["LogDestinationType"] == "cloud-watch-logs"
+    group = prod_template.to_json()["Resources"][flow_log["Properties"]["LogGroupName"]["Ref"]]
+    assert group["Type"] == "AWS::Logs::LogGroup"
+    assert group["Properties"]["RetentionInDays"] == 365
+    key, attribute = group["Properties"]["KmsKeyId"]["Fn::GetAtt"]
+    assert attribute == "Arn" and key in prod_template.find_resources("AWS::KMS::Key")
 
 
 def test_roles_are_scoped(dev_template: Template):

@@ -19,10 +19,13 @@ import token_shards
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-def _two_logical_cpus() -> bool:
-    """Splits the CPU into two logical devices so MirroredStrategy has two replicas in tests.
+def _two_logical_cpus() -> str | None:
+    """Splits the CPU into two logical devices so MirroredStrategy has two replicas in tests; None when done,
+    else why not.
 
-    Possible only before TensorFlow initialises its devices; tests that need it check ``TWO_CPUS``.
+    Possible only before TensorFlow initialises its devices. pytest imports this file before any test module
+    (an initial conftest), so only something that ran TensorFlow earlier (a plugin, an embedding process) stops
+    it; the tests that need two devices then fail (``two_logical_cpus``), they are not skipped.
     """
     import tensorflow as tf
 
@@ -31,16 +34,24 @@ def _two_logical_cpus() -> bool:
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
         tf.config.threading.set_inter_op_parallelism_threads(2)
         tf.config.threading.set_intra_op_parallelism_threads(2)
-    except RuntimeError:
-        pass
-    return len(tf.config.list_logical_devices("CPU")) >= 2
+    except RuntimeError as error:
+        if len(tf.config.list_logical_devices("CPU")) < 2:
+            return f"TensorFlow was initialised before training/conftest.py could split the CPU in two ({error})"
+    return None
 
 
-TWO_CPUS = _two_logical_cpus()
+WHY_NOT_TWO_CPUS = _two_logical_cpus()
 
 
 @pytest.fixture(scope="session")
-def mirrored_engine():
+def two_logical_cpus() -> None:
+    """Fails (never skips) the tests that need two logical CPUs where the split was not possible."""
+    if WHY_NOT_TWO_CPUS:
+        pytest.fail(f"this test needs two logical CPUs: {WHY_NOT_TWO_CPUS}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def mirrored_engine(two_logical_cpus):
     """One MirroredStrategy over the two logical CPUs for the whole session.
 
     TensorFlow numbers a strategy's collectives from the same first instance key, so a second strategy in the

@@ -9,8 +9,6 @@ from engines import HorovodEngine, StrategyEngine, choose_engine, sagemaker_tf_c
 from gpt.model import GPT
 from trainer import Trainer, make_optimizer
 
-from conftest import TWO_CPUS
-
 
 def test_auto_picks_by_environment(monkeypatch):
     monkeypatch.setattr(engines, "import_horovod", lambda: None)
@@ -131,7 +129,7 @@ def test_pipeline_layout_groups_consecutive_devices():
     assert engines.pipeline_layout("CPU", 2, 2) == [["/CPU:0", "/CPU:1"]]
 
 
-@pytest.mark.skipif(not TWO_CPUS, reason="TensorFlow was initialised before conftest could split the CPU")
+@pytest.mark.usefixtures("two_logical_cpus")
 def test_pipeline_engine_on_this_hosts_devices():
     engine = engines.make_pipeline_engine(
         "auto", model_parallel_degree=2, hosts=["algo-1"], current_host="algo-1", num_gpus=0, env={}

@@ -7,8 +7,6 @@ from hparams import parse_args
 from job import JobError
 from loop import TrainingRun, weights_digest
 
-from conftest import TWO_CPUS
-
 
 def test_bf16_run_with_accumulation_and_xla_trains(dataset_dir, tmp_path, capsys):
     args = parse_args(
@@ -47,6 +45,7 @@ def test_bf16_run_with_accumulation_and_xla_trains(dataset_dir, tmp_path, capsys
     run = TrainingRun(args, env={})
     assert run.accumulation == 2  # 64 tokens = 2 sequences x 16 tokens x 1 replica x 2 micro-batches
     assert run.model.blocks[0].fc.compute_dtype == "bfloat16"
+    assert run.trainer._micro_grads._jit_compile is True  # --use_xla reached the micro-batch step's tf.function
     run.train()
     output = capsys.readouterr().out
     assert "global_batch_tokens=64 accumulation_steps=2 peak_lr=1.000e-02 precision=bf16" in output
@@ -70,7 +69,7 @@ def pipeline_args(dataset_dir, tmp_path, *extra):
     )
 
 
-@pytest.mark.skipif(not TWO_CPUS, reason="TensorFlow was initialised before conftest could split the CPU")
+@pytest.mark.usefixtures("two_logical_cpus")
 def test_pipelined_bf16_run_trains_checkpoints_and_exports(dataset_dir, tmp_path, capsys):
     run = TrainingRun(pipeline_args(dataset_dir, tmp_path), env={})
     # 128 tokens = 2 sequences x 16 tokens x 1 replica x 4 micro-batches, in 2 GPipe passes of 2

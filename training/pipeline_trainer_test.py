@@ -14,9 +14,9 @@ from gpt.pipeline.model import PipelinedGPT
 from pipeline_trainer import PipelineTrainer, build_pipeline_replicas
 from trainer import PRECISIONS, Trainer, make_optimizer
 
-from conftest import TWO_CPUS, free_ports
+from conftest import free_ports
 
-pytestmark = pytest.mark.skipif(not TWO_CPUS, reason="TensorFlow was initialised before conftest could split the CPU")
+pytestmark = pytest.mark.usefixtures("two_logical_cpus")
 T, VOCAB = 16, 97
 
 

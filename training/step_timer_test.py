@@ -5,8 +5,6 @@ import tensorflow as tf
 from engines import StrategyEngine
 from step_timer import StepTimer, WindowTimes, sync_probe
 
-from conftest import TWO_CPUS
-
 
 def test_window_splits_step_time_into_input_compute_and_sync():
     def batches():
@@ -31,7 +29,7 @@ def test_shares_add_up_to_one_and_a_single_replica_has_no_sync():
     assert StepTimer().window().sync_s == 0.0
 
 
-@pytest.mark.skipif(not TWO_CPUS, reason="needs two logical CPUs")
+@pytest.mark.usefixtures("two_logical_cpus")
 def test_sync_probe_times_an_all_reduce_over_two_replicas_and_is_none_for_one(mirrored_engine):
     variables = [tf.Variable(tf.ones([64, 64])), tf.Variable(tf.ones([64]))]
     mirrored = mirrored_engine

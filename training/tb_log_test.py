@@ -23,8 +23,12 @@ def test_windows_and_validation_are_written_as_scalars(tmp_path):
     assert scalars(tmp_path / "validation") == {("loss", 10): 5.75}
 
 
-def test_nothing_is_written_without_a_folder():
+def test_nothing_is_written_without_a_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # where a relative default folder would go
     log = TensorBoardLog(None, profile_start=1, profile_steps=2)
     log.before_step(1)
     log.window(window(1, 5.0))
+    log.validation(1, 5.0)
+    log.after_step(2)
     assert not log._profiling
+    assert list(tmp_path.iterdir()) == []

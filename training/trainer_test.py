@@ -10,7 +10,7 @@ from gpt.model import GPT
 from schedule import WarmupCosine
 from trainer import PRECISIONS, AdamW, Trainer, make_optimizer
 
-from conftest import SEQUENCE_LENGTH, TWO_CPUS
+from conftest import SEQUENCE_LENGTH
 
 T = 16
 
@@ -64,7 +64,7 @@ def test_accumulation_equals_one_big_batch(dataset_dir):
         np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.skipif(not TWO_CPUS, reason="TensorFlow was initialised before conftest could split the CPU")
+@pytest.mark.usefixtures("two_logical_cpus")
 def test_two_mirrored_replicas_match_one_device_on_the_same_global_batch(dataset_dir, mirrored_engine):
     data = batches(dataset_dir, (2, 1, 2), 2)
     mirrored = mirrored_engine
@@ -94,10 +94,16 @@ def test_non_finite_gradients_never_reach_the_weights(dataset_dir):
 
 def test_fp16_skips_overflowing_steps_and_halves_the_scale(dataset_dir):
     model, trainer = build(default_engine(), precision="fp16", micro=2, initial_loss_scale=2.0**127)
-    data = batches(dataset_dir, (1, 1, 2), 3)
-    results = [trainer.train_step(b) for b in data]
-    assert not results[0].applied  # 2^127 x loss overflows
-    assert float(trainer.loss_scale) < 2.0**127
+    first, *later = batches(dataset_dir, (1, 1, 2), 3)
+    before = model.get_weights()
+    assert not trainer.train_step(first).applied  # 2^127 x loss overflows
+    assert float(trainer.loss_scale) == 2.0**126  # halved, once
+    assert int(trainer.optimizer.iterations) == 0
+    assert all(np.array_equal(x, y) for x, y in zip(before, model.get_weights(), strict=True))
+    trainer.loss_scale.assign(2.0**8)  # small enough for float16 gradients: the next steps apply
+    assert [trainer.train_step(b).applied for b in later] == [True, True]
+    assert int(trainer.optimizer.iterations) == 2 and float(trainer.loss_scale) == 2.0**8
+    assert not all(np.array_equal(x, y) for x, y in zip(before, model.get_weights(), strict=True))
     assert model.blocks[0].fc.compute_dtype == "float16"
 
 

@@ -4,12 +4,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import TWO_CPUS
 from gpt.model import GPT
 from gpt.pipeline.gpipe import gpipe_gradients
 from gpt.pipeline.model import PipelinedGPT, stage_of
 
-pytestmark = pytest.mark.skipif(not TWO_CPUS, reason="TensorFlow was initialised before conftest could split the CPU")
+pytestmark = pytest.mark.usefixtures("two_logical_cpus")
 DEVICES = ["/CPU:0", "/CPU:1"]
 VOCAB, LENGTH, MICRO, M = 97, 16, 2, 3
 TOKENS = M * MICRO * LENGTH

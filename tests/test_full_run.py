@@ -1,0 +1,40 @@
+"""The suite's own guards: a full run fails on a skipped test; the two-logical-CPU tests fail, never skip, where
+TensorFlow started before training/conftest.py could split the CPU."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_in(cwd: Path, *args: str, path: str = "") -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), path])), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_a_full_run_fails_on_a_skipped_test_and_names_it(tmp_path: Path):
+    (tmp_path / "test_some.py").write_text(
+        "import pytest\n\n"
+        "def test_ok():\n    pytest.skip('not here')\n\n"
+        "def test_root():\n    pytest.skip('network namespaces need root and iproute2')\n"  # a machine limit
+    )
+    full = pytest_in(tmp_path, "-p", "tests.full_run", "-o", "testpaths=test_some.py")
+    assert full.returncode == 1, full.stdout
+    assert "A full run skips nothing; 1 skipped:\n  test_some.py::test_ok\n" in full.stdout
+    chosen = pytest_in(tmp_path, "-p", "tests.full_run", "test_some.py")  # paths chosen: a skip is a skip
+    assert chosen.returncode == 0, chosen.stdout
+
+
+def test_the_two_cpu_tests_fail_with_the_reason_where_tensorflow_started_first(tmp_path: Path):
+    (tmp_path / "tensorflow_first.py").write_text("import tensorflow as tf\n\ntf.constant(0)  # devices initialised\n")
+    run = pytest_in(
+        ROOT, "-p", "tensorflow_first", "training/step_timer_test.py", "-k", "sync_probe", path=str(tmp_path)
+    )
+    assert run.returncode == 1, run.stdout
+    assert "1 error" in run.stdout, run.stdout
+    assert "this test needs two logical CPUs: TensorFlow was initialised before training/conftest.py" in run.stdout
