@@ -10,7 +10,12 @@ from __future__ import annotations
 import pytest
 
 # Skip reasons that a full run accepts: what this machine lacks, not a check that did not hold.
-MACHINE_LIMITS = ("network namespaces need root and iproute2",)  # local/jobs/network_test.py
+MACHINE_LIMITS = (
+    "has no Linux namespaces",  # local/jobs/namespaces.py's isolation(): macOS
+    "not found (util-linux, iproute2)",
+    "namespaces cannot be made here",  # a Linux that restricts unprivileged user namespaces
+    "this system sets no CPU affinity",  # bench/rounds_test.py: macOS
+)
 
 
 def _skipped(config: pytest.Config) -> list[str]:

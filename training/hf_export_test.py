@@ -17,8 +17,6 @@ from gpt.model import GPT
 from gpt.pipeline.model import PipelinedGPT, stage_of
 from hf_export import END_OF_TEXT, export_hf, gpt2_tensors
 
-from conftest import TWO_CPUS
-
 TABLE = json.loads((Path(__file__).parents[1] / "tests" / "hf" / "transformers_gpt2.json").read_text())
 SHAPE = TABLE["config"]  # vocab 80, 16 positions, 2 layers of 32, 2 heads
 EOT = 3
@@ -124,8 +122,7 @@ def test_gpt2s_forward_pass_on_the_file_gives_the_models_logits(tmp_path):
     np.testing.assert_allclose(ours, theirs, atol=1e-4, rtol=0)
 
 
-@pytest.mark.skipif(not TWO_CPUS, reason="TensorFlow was initialised before conftest could split the CPU")
-def test_a_bf16_pipelined_model_exports_the_same_float32_file(tmp_path):
+def test_a_bf16_pipelined_model_exports_the_same_float32_file(tmp_path, two_logical_cpus):
     """Its stages' weights gathered from their devices, in float32, byte for byte the single-device model's file."""
     devices = ["/CPU:0", "/CPU:1"]
     pipelined = PipelinedGPT(80, 16, 2, 32, 2, dtype="mixed_bfloat16", devices=devices)
