@@ -23,6 +23,7 @@ PLAN = {
     "requests": {kind: {} for kind in ("tokenizer", "shards", "training", "model", "endpoint_config", "endpoint")},
     "checkpoint_uri": "s3://checkpoints/faults/",
     "training_report_uri": "s3://models/faults/report.html",
+    "hf_checkpoint": "hf/ in s3://models/faults/model.tar.gz",
 }
 ANSWERS = {
     "sagemaker:createProcessingJob.sync": {"ProcessingJobStatus": "Completed"},

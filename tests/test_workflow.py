@@ -10,6 +10,7 @@ import botocore.session
 import pytest
 from aws_cdk.assertions import Template
 
+from infra.plan_step.plan import InputError
 from local.definition import resolve_definition
 from tests.synth import ROOT, synth_template
 
@@ -198,8 +199,9 @@ def raisable(resource: str) -> set[str]:
         service, action = resource.removeprefix("arn:aws:states:::").removesuffix(".sync").split(":")
         prefix, documented = OPTIMIZED[service]
         return TASK_STATES_ERRORS | modeled(service, action, prefix) | documented
-    prefix, documented = OPTIMIZED["lambda"]  # a function's ARN: Lambda's Invoke
-    return TASK_STATES_ERRORS | modeled("lambda", "Invoke", prefix) | documented
+    prefix, documented = OPTIMIZED["lambda"]  # a function's ARN: Lambda's Invoke, or the handler's own exception,
+    function_errors = {InputError.__name__}  # which Step Functions names by its errorType, the class's name
+    return TASK_STATES_ERRORS | modeled("lambda", "Invoke", prefix) | documented | function_errors
 
 
 def test_every_retry_and_catch_names_errors_its_task_can_raise(definition: dict):
