@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +29,10 @@ import tensorflow as tf
 import token_shards
 from sequence_order import make_order
 
-OPEN_FILES = 256  # shard files kept open between reads (reopened when more are needed)
+# Shard files kept open between reads (all closed when more are needed). A permuted step reads from nearly as many
+# files as it has sequences: 1,024 keeps every shard of a 1 TiB split of 1 GiB shards open (within `ulimit -n`).
+OPEN_FILES = 1024
+READ_THREADS = 16  # reads in flight at once: os.pread releases the GIL
 
 
 class DataError(ValueError):
@@ -96,6 +100,7 @@ class SequenceStream:
         self.take_tokens, self.local_batch, self.worker, self.workers = take_tokens, local_batch, worker, workers
         self.records_read = 0
         self._files: dict[int, object] = {}
+        self._pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="pread")
 
     def batches(self, start: int = 0) -> Iterator[np.ndarray]:
         """[local_batch, take_tokens] int32 for the global steps from the one whose batch begins at ``start``."""
@@ -110,29 +115,40 @@ class SequenceStream:
             yield self.read(batch[self.worker])
 
     def read(self, positions: np.ndarray) -> np.ndarray:
-        """The sequences at these global indices, in that order."""
+        """The sequences at these global indices, in that order: each run of consecutive records one ``pread``,
+        ``READ_THREADS`` of them at a time (a network file system's latency is paid once per round, not per read)."""
         files, records = self.order.locate(positions)
-        rows: list[bytes | None] = [None] * len(positions)
-        for file in np.unique(files):
+        runs = []  # (file, first record, the positions' indices of its records), one read each
+        for file in np.unique(files).tolist():
             wanted = np.flatnonzero(files == file)
             wanted = wanted[np.argsort(records[wanted], kind="stable")]
-            runs = np.flatnonzero(np.diff(records[wanted]) != 1) + 1  # consecutive records: one read
-            for run in np.split(wanted, runs):
-                first = int(records[run[0]])
-                got = token_shards.read_records(self._open(int(file)), first, int(records[run[-1]]) - first + 1,
-                                                self.data_bytes)  # fmt: skip
-                for index in run:
-                    rows[index] = got[int(records[index]) - first]
-                self.records_read += len(got)
+            runs += [
+                (file, int(records[run[0]]), run)
+                for run in np.split(wanted, np.flatnonzero(np.diff(records[wanted]) != 1) + 1)
+            ]
+        handles = self._open(sorted({file for file, _, _ in runs}))
+
+        def fetch(run) -> list[bytes]:
+            file, first, indices = run
+            return token_shards.read_records(handles[file], first, int(records[indices[-1]]) - first + 1,
+                                             self.data_bytes)  # fmt: skip
+
+        rows: list[bytes | None] = [None] * len(positions)
+        for (_, first, indices), got in zip(runs, self._pool.map(fetch, runs), strict=True):
+            for index in indices:
+                rows[index] = got[int(records[index]) - first]
+            self.records_read += len(got)
         tokens = np.frombuffer(b"".join(rows), self.dtype).reshape(len(positions), -1)
         return tokens[:, : self.take_tokens].astype(np.int32)  # uint32 ids fit int32 for any real vocabulary
 
-    def _open(self, file: int):
-        if file not in self._files:
-            if len(self._files) >= OPEN_FILES:
-                self.close()
-            self._files[file] = open(self.paths[file], "rb")  # noqa: SIM115 (kept open between reads)
-        return self._files[file]
+    def _open(self, files: list[int]) -> dict:
+        """Open files by index; all are closed first when these would make more than OPEN_FILES."""
+        if len(self._files) + sum(f not in self._files for f in files) > OPEN_FILES:
+            self.close()
+        for file in files:
+            if file not in self._files:
+                self._files[file] = open(self.paths[file], "rb")  # noqa: SIM115 (kept open between reads)
+        return self._files
 
     def close(self) -> None:
         for f in self._files.values():
