@@ -146,8 +146,8 @@ SCHEMA: tuple[Hyperparameter, ...] = (
         "data_order",
         one_of("permutation", "blocks"),
         "permutation",
-        "each epoch a full random permutation (one read per sequence), or 64-record blocks shuffled in windows of "
-        "shuffle_buffer (256 KiB reads at 2,048 tokens; sequence_order.py)",
+        "each epoch a full random permutation of the sequences, or 64-record blocks permuted and shuffled in windows "
+        "of shuffle_buffer (sequence_order.py)",
     ),
     H("shuffle_buffer", integer(1), 1024, "data_order=blocks: records shuffled together (sequence_order.py)"),
     # Distribution

@@ -11,10 +11,10 @@ Two orders (``data_order``); in both, epoch e = g // records is a permutation of
 memory as a seeded bijection of [0, records): a Feistel network on the smallest even number of bits that holds
 ``records``, walked again until it lands in range (cycle walking, Black & Rogaway 2002). Every record is one read.
 
-``blocks`` (``SequenceOrder``): two seeded shuffles that keep reads contiguous:
+``blocks`` (``SequenceOrder``): two seeded shuffles that keep a step's reads within a few 64-record regions:
 
     1. blocks: each file cut into blocks of ``BLOCK_RECORDS`` consecutive records, the blocks permuted
-       (seed, e): neighbours in the stream come from all over the dataset, and reads stay contiguous;
+       (seed, e): neighbours in the stream come from all over the dataset;
     2. windows: the permuted stream cut into windows of ``window`` records, each window permuted
        (seed, e, window index), so records of one block are spread over the window.
 
@@ -29,7 +29,7 @@ import dataclasses
 
 import numpy as np
 
-BLOCK_RECORDS = 64  # 64 sequences of 2,049 uint16 tokens: a 256 KiB contiguous read
+BLOCK_RECORDS = 64  # 64 sequences of 2,049 uint16 tokens: 256 KiB (a window's records of a block are not adjacent)
 ORDERS = ("permutation", "blocks")
 FEISTEL_ROUNDS = 6
 
