@@ -211,7 +211,7 @@ class TrainingRun:
             + self.parallelism.describe(self.model, trainer)
         )
         batches = iter(self.train_dataset())
-        validation = self.validation_dataset(a.eval_batches) if self.inputs.validation and a.eval_every else None
+        validation = self.validation_dataset(a.eval_batches) if self.inputs.validation else None
         last_saved = self.start_step
         timer, steps_timed = time.perf_counter(), 0
         observer = RunObserver(a, self.engine, self.model.trainable_variables, self.is_chief)
