@@ -10,7 +10,9 @@ from typing import Any
 from local.folder_store import FolderStore
 
 TRAIN_LINE = re.compile(r"\[train\] step=(\d+) loss=([0-9.eE+-]+)")
-VALID_LINE = re.compile(r"\[valid\] step=(\d+) val_loss=([0-9.eE+-]+) val_ppl=([0-9.eE+-]+|inf)")
+VALID_LINE = re.compile(
+    r"\[(valid|valid_split)\] step=(\d+) val_loss=(\S+) val_loss_se=(\S+) val_ppl=(\S+) sequences=(\d+)"
+)
 VERDICT_LINE = re.compile(r"\[verdict\] (.+)$")
 STEP_LINE = re.compile(r"\[(?:train|stopped)\] step=(\d+) ")
 START_LINE = re.compile(r"\[config\] .* start_step=(\d+) ")
@@ -39,7 +41,7 @@ def spot_interruption(execution_dir: Path, job: dict[str, Any], lines: list[str]
 def loss_curve(lines: list[str], path: Path) -> Path | None:
     """A PNG of training and validation loss against the step; None when there is nothing to draw."""
     train = [(int(m[1]), float(m[2])) for m in map(TRAIN_LINE.search, lines) if m]
-    valid = [(int(m[1]), float(m[2])) for m in map(VALID_LINE.search, lines) if m]
+    valid = [(int(m[2]), float(m[3])) for m in map(VALID_LINE.search, lines) if m and m[1] == "valid"]
     if not train:
         return None
     import matplotlib
@@ -57,6 +59,16 @@ def loss_curve(lines: list[str], path: Path) -> Path | None:
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return path
+
+
+def validation_figures(lines: list[str]) -> list[str]:
+    """The last evaluation of the fixed sample and the whole split's, each with its standard error."""
+    last = {m[1]: m for m in map(VALID_LINE.search, lines) if m}
+    return [
+        f"  {label:15s}loss {m[3]} ± {m[4]} (standard error), perplexity {m[5]}, {int(m[6]):,} sequences at step {m[2]}"
+        for tag, label in (("valid", "Validation"), ("valid_split", "  whole split"))
+        if (m := last.get(tag))
+    ]
 
 
 def dataset_totals(store: FolderStore, dataset_uri: str) -> dict[str, Any]:
@@ -118,7 +130,6 @@ def summarize(result: dict[str, Any], store: FolderStore, execution_dir: Path, s
     plan = output["plan"]
     lines = training_log(execution_dir, plan["names"]["training"])
     train = [float(m[2]) for m in map(TRAIN_LINE.search, lines) if m]
-    valid = [m for m in map(VALID_LINE.search, lines) if m]
     samples = [line.split("[sample]", 1)[1].strip() for line in lines if "[sample]" in line]
     totals = dataset_totals(store, plan["dataset_uri"])
     curve = loss_curve(lines, execution_dir / "loss.png")
@@ -131,14 +142,12 @@ def summarize(result: dict[str, Any], store: FolderStore, execution_dir: Path, s
     ]
     if train:
         report.append(f"  Training loss  {train[0]:.3f} at the first log line -> {train[-1]:.3f} at the last")
-    if valid:
-        report.append(
-            f"  Validation     loss {float(valid[-1][2]):.3f}, perplexity {valid[-1][3]} at step {valid[-1][1]}"
-        )
+    report += validation_figures(lines)
+    valid = [float(m[3]) for m in map(VALID_LINE.search, lines) if m]  # the whole split's last, where it ran
     hyperparameters = plan["requests"]["training"]["HyperParameters"]
     trained = plan["summary"]["steps"] * json.loads(hyperparameters["global_batch_tokens"])
     dropout = float(json.loads(hyperparameters.get("dropout", "0")))
-    if train and valid and (gap := loss_gap(train[-1], float(valid[-1][2]), trained, totals["train_tokens"], dropout)):
+    if train and valid and (gap := loss_gap(train[-1], valid[-1], trained, totals["train_tokens"], dropout)):
         report.append(f"  Loss gap       {gap}")
     report += [
         f"  Model archive  {store.path(output['training']['Job']['ModelArtifacts']['S3ModelArtifacts'])}",

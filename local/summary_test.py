@@ -1,8 +1,9 @@
-"""The local run's summary: why training and validation loss differ, when they do."""
+"""The local run's summary: the validation figures with their standard errors, why training and validation
+loss differ, when they do."""
 
 from __future__ import annotations
 
-from local.summary import loss_gap
+from local.summary import loss_gap, validation_figures
 
 
 def test_close_losses_need_no_explanation():
@@ -23,3 +24,19 @@ def test_training_above_validation_is_the_windows_mean_and_dropout():
     note = loss_gap(4.0, 3.5, 100_000, 256_000, 0.1)
     assert note.startswith("training 0.50 above validation: the training figure is the mean of the last logging")
     assert note.endswith(", with dropout 0.1 on")
+
+
+LINES = [
+    "[valid] step=100 val_loss=4.9000 val_loss_se=0.0400 val_ppl=134.29 sequences=256",
+    "[train] step=250 loss=4.1000 ppl=60.34 lr=2.000e-04 tokens_per_sec=6000.0 mfu=0.5000",
+    "[valid] step=250 val_loss=4.8000 val_loss_se=0.0390 val_ppl=121.51 sequences=256",
+    "[valid_split] step=250 val_loss=4.8500 val_loss_se=0.0350 val_ppl=127.74 sequences=1122",
+]
+
+
+def test_the_summary_gives_the_last_sample_and_the_whole_split_with_their_standard_errors():
+    assert validation_figures(LINES) == [
+        "  Validation     loss 4.8000 ± 0.0390 (standard error), perplexity 121.51, 256 sequences at step 250",
+        "    whole split  loss 4.8500 ± 0.0350 (standard error), perplexity 127.74, 1,122 sequences at step 250",
+    ]
+    assert validation_figures(LINES[:3]) == validation_figures(LINES)[:1]  # a run stopped before its end

@@ -142,7 +142,14 @@ SCHEMA: tuple[Hyperparameter, ...] = (
     H("initial_loss_scale", number(1.0), 2.0**15, "fp16 only: starting dynamic loss scale"),
     H("seed", integer(0, 2**31 - 1), 1234, "weights, dropout and data order"),
     H("deterministic", BOOLEAN, False, "TF op determinism (bit-identical reruns, slower)"),
-    H("shuffle_buffer", integer(1), 1024, "records shuffled together in the global data order (sequence_order.py)"),
+    H(
+        "data_order",
+        one_of("permutation", "blocks"),
+        "permutation",
+        "each epoch a full random permutation of the sequences, or 64-record blocks permuted and shuffled in windows "
+        "of shuffle_buffer (sequence_order.py)",
+    ),
+    H("shuffle_buffer", integer(1), 1024, "data_order=blocks: records shuffled together (sequence_order.py)"),
     # Distribution
     H(
         "engine",
@@ -172,7 +179,12 @@ SCHEMA: tuple[Hyperparameter, ...] = (
     H("keep_checkpoints", integer(1), 3, "newest checkpoints kept"),
     H("async_checkpoint", BOOLEAN, True, "write checkpoints in the background"),
     H("eval_every", integer(0), 500, "validation every N steps (and at the end); 0 = never"),
-    H("eval_batches", integer(1), 20, "validation batches per evaluation (per replica)"),
+    H(
+        "eval_batches",
+        integer(1),
+        20,
+        "validation batches per evaluation (per replica), of a fixed sample spread over the whole split",
+    ),
     H("log_every", integer(1), 10, "a [train] line every N steps"),
     H("peak_tflops", number(0.0), 0.0, "peak TFLOPS per device for mfu; 0 = look up the GPU"),
     # Training health (observer.py): TensorBoard, the profiler window, the rules' thresholds

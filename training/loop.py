@@ -17,7 +17,7 @@ import tensorflow as tf
 import token_shards
 from batch import accumulation_steps, global_batch
 from checkpoint import Checkpointer
-from data import token_dataset
+from data import evaluation_dataset, token_dataset
 from export import export, float32_copy
 from gpt.presets import Preset, flops_per_token, get_shape
 from hf_export import HF_DIR, export_hf
@@ -170,7 +170,7 @@ class TrainingRun:
         model = {"n_layer": p.n_layer, "d_model": p.d_model, "n_head": p.n_head}
         model.update(vocab_size=self.inputs.vocab_size, sequence_length=self.sequence_length)
         # The data order depends on these, not on the number of workers (data.py).
-        data = {"seed": self.args.seed, "shuffle_buffer": self.args.shuffle_buffer}
+        data = {"order": self.args.data_order, "seed": self.args.seed, "shuffle_buffer": self.args.shuffle_buffer}
         data.update(global_batch_sequences=self.global_batch_tokens // self.sequence_length)
         return {"model": model, "data": data}
 
@@ -185,19 +185,21 @@ class TrainingRun:
             batch_shape=(self.engine.local_replicas, self.accumulation, self.args.micro_batch_size),
             worker=self.engine.worker,
             workers=self.engine.workers,
+            order=self.args.data_order,
             seed=self.args.seed,
             shuffle_buffer=self.args.shuffle_buffer,
             start_sequence=self.checkpointer.start_sequence,
         )
 
-    def validation_dataset(self) -> tf.data.Dataset:
-        return token_dataset(
+    def validation_dataset(self, batches: int | None) -> tf.data.Dataset:
+        """``batches`` batches per replica of the split's fixed sample; None: the whole split."""
+        return evaluation_dataset(
             self.inputs.validation,
             sequence_length=self.sequence_length,
             batch_shape=(self.engine.local_replicas, self.args.micro_batch_size),
             worker=self.engine.worker,
             workers=self.engine.workers,
-            shuffle=False,
+            batches=batches,
         )
 
     def train(self) -> None:
@@ -211,7 +213,7 @@ class TrainingRun:
             + self.parallelism.describe(self.model, trainer)
         )
         batches = iter(self.train_dataset())
-        validation = self.validation_dataset() if self.inputs.validation else None
+        validation = self.validation_dataset(a.eval_batches) if self.inputs.validation else None
         last_saved = self.start_step
         timer, steps_timed = time.perf_counter(), 0
         observer = RunObserver(a, self.engine, self.model.trainable_variables, self.is_chief)
@@ -243,9 +245,9 @@ class TrainingRun:
                     timer, steps_timed = time.perf_counter(), 0
                 pause = time.perf_counter()  # evaluation and checkpoints do not count against tokens_per_sec
                 if validation is not None and (step % a.eval_every == 0 or step == a.max_steps):
-                    val_loss = trainer.evaluate(validation, a.eval_batches)
-                    self.log(valid_line(step, val_loss))
-                    observer.validated(step, val_loss)
+                    evaluation = trainer.evaluate(validation)
+                    self.log(valid_line(step, evaluation))
+                    observer.validated(step, evaluation)
                 if (a.checkpoint_every and step % a.checkpoint_every == 0) or step == a.max_steps:
                     self.checkpointer.save()
                     last_saved = step
@@ -256,6 +258,10 @@ class TrainingRun:
                     break
                 timer += time.perf_counter() - pause
                 observer.pause()
+            if validation is not None and self.stopped_at is None and a.max_steps > self.start_step:
+                whole = trainer.evaluate(self.validation_dataset(None))  # the figure to quote: every sequence once
+                self.log(valid_line(a.max_steps, whole, "valid_split"))
+                observer.validated_split(a.max_steps, whole)
         finally:
             self.checkpointer.wait()  # a save in flight holds good weights: let it finish
             observer.close()  # stops the heartbeat and profiler; the chief writes the report

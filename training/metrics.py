@@ -1,8 +1,13 @@
 """Log lines that CloudWatch metric definitions parse, and model FLOPs utilisation.
 
     [train] step=120 loss=4.1234 ppl=61.80 lr=3.000e-04 tokens_per_sec=1234.5 mfu=0.0123
-    [valid] step=120 val_loss=4.2000 val_ppl=66.69
+    [valid] step=120 val_loss=4.2000 val_loss_se=0.0310 val_ppl=66.69 sequences=256
+    [valid_split] step=250 val_loss=4.1500 val_loss_se=0.0120 val_ppl=63.43 sequences=1122  (whole split, at the end)
     [health] step=120 input_wait_pct=38.2 compute_pct=55.1 sync_pct=6.7 step_s=0.512 grad_norm=1.23 skipped=0 ...
+
+``val_loss`` is the mean token loss of the sequences evaluated and ``val_loss_se`` its standard error over them:
+the standard deviation of the sequences' mean losses / sqrt(sequences), the sequences taken as independent draws
+(neighbouring sequences of one document are not quite; the error is somewhat larger than this says).
 
 MFU = achieved FLOPs / peak FLOPs = tokens_per_sec x flops_per_token / (replicas x peak per device),
 with flops_per_token = 6N + 12 x layers x context x width (``gpt.presets.flops_per_token``).
@@ -10,6 +15,7 @@ with flops_per_token = 6N + 12 x layers x context x width (``gpt.presets.flops_p
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import sys
@@ -43,8 +49,29 @@ def train_line(step: int, loss: float, lr: float, tokens_per_sec: float, mfu: fl
     )
 
 
-def valid_line(step: int, val_loss: float) -> str:
-    return f"[valid] step={step} val_loss={val_loss:.4f} val_ppl={perplexity(val_loss):.2f}"
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """The mean token loss of evaluated sequences (each of the same length), its standard error, their number."""
+
+    loss: float
+    standard_error: float
+    sequences: int
+
+    @classmethod
+    def from_sums(cls, total: float, squares: float, count: float) -> Evaluation:
+        """From the sum of the sequences' mean losses, the sum of their squares, and their number."""
+        mean = total / count
+        variance = max(0.0, squares - count * mean * mean) / max(count - 1, 1)  # the sample variance
+        return cls(mean, math.sqrt(variance / count), round(count))
+
+
+def valid_line(step: int, evaluation: Evaluation, tag: str = "valid") -> str:
+    """``[valid]`` (the fixed sample) or ``[valid_split]`` (the whole validation split)."""
+    e = evaluation
+    return (
+        f"[{tag}] step={step} val_loss={e.loss:.4f} val_loss_se={e.standard_error:.4f} "
+        f"val_ppl={perplexity(e.loss):.2f} sequences={e.sequences}"
+    )
 
 
 def emit(line: str) -> None:

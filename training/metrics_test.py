@@ -7,12 +7,13 @@ imports infra.
 import math
 import re
 import runpy
+import statistics
 from pathlib import Path
 
 import pytest
 from health import Window
 from heartbeat import Heartbeat
-from metrics import health_line, model_flops_utilisation, perplexity, train_line, valid_line
+from metrics import Evaluation, health_line, model_flops_utilisation, perplexity, train_line, valid_line
 from observer import health_fields
 
 DEFINITIONS_FILE = Path(__file__).resolve().parent.parent / "infra" / "plan_step" / "metric_definitions.py"
@@ -47,10 +48,28 @@ def test_train_line_has_the_exact_format():
     }
 
 
-def test_valid_line_has_the_exact_format():
-    line = valid_line(120, 4.2)
-    assert line == "[valid] step=120 val_loss=4.2000 val_ppl=66.69"
-    assert parse(line) == {"validation:loss": 4.2, "validation:perplexity": 66.69}  # no training metric
+def test_valid_lines_have_the_exact_format():
+    line = valid_line(120, Evaluation(4.2, 0.031, 256))
+    assert line == "[valid] step=120 val_loss=4.2000 val_loss_se=0.0310 val_ppl=66.69 sequences=256"
+    assert parse(line) == {  # no training metric, none of the whole split's
+        "validation:loss": 4.2,
+        "validation:loss_standard_error": 0.031,
+        "validation:perplexity": 66.69,
+    }
+    split = valid_line(250, Evaluation(4.15, 0.012, 1122), "valid_split")
+    assert split == "[valid_split] step=250 val_loss=4.1500 val_loss_se=0.0120 val_ppl=63.43 sequences=1122"
+    assert parse(split) == {
+        "validation:split_loss": 4.15,
+        "validation:split_loss_standard_error": 0.012,
+        "validation:split_perplexity": 63.43,
+    }
+
+
+def test_standard_error_of_the_sequences_mean_loss():
+    losses = [3.0, 4.0, 5.5, 4.5]
+    e = Evaluation.from_sums(sum(losses), sum(x * x for x in losses), len(losses))
+    assert (e.loss, e.sequences) == (4.25, 4)
+    assert e.standard_error == pytest.approx(statistics.stdev(losses) / 2)
 
 
 def test_perplexity_does_not_overflow():
@@ -87,6 +106,8 @@ def test_health_and_heartbeat_lines_feed_every_health_metric():
 
 def test_every_metric_definition_parses_a_line_the_chief_prints():
     window = Window(1, 4.0, 1e-3, 10.0, 0.1, 1.0, 0.1, 0.8, 0.1, 0, 1.0, 0.5)
-    lines = [train_line(1, 4.0, 1e-3, 10.0, 0.1), valid_line(1, 4.0), health_line(1, health_fields(window, 0.5, 1.0))]
+    evaluation = Evaluation(4.0, 0.1, 8)
+    lines = [train_line(1, 4.0, 1e-3, 10.0, 0.1), valid_line(1, evaluation), valid_line(1, evaluation, "valid_split")]
+    lines.append(health_line(1, health_fields(window, 0.5, 1.0)))
     parsed = {name for line in [*lines, Heartbeat(None).line()] for name in parse(line)}
     assert parsed == {d["Name"] for d in METRIC_DEFINITIONS}

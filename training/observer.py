@@ -17,7 +17,7 @@ from typing import Any
 from device_memory import PeakMemory
 from health import HealthRules, Window, loss_drop_percent, verdicts
 from heartbeat import Heartbeat
-from metrics import emit, health_line
+from metrics import Evaluation, emit, health_line
 from report import write_report
 from step_timer import StepTimer, sync_probe
 from tb_log import TensorBoardLog
@@ -52,7 +52,8 @@ class RunObserver:
         )
         self.report_dir = args.tensorboard_dir if is_chief else ""
         self.windows: list[Window] = []
-        self.validation: list[tuple[int, float]] = []
+        self.validation: list[tuple[int, Evaluation]] = []
+        self.split: tuple[int, Evaluation] | None = None  # the whole validation split, at the end
         self.skipped = self.nonfinite = 0
 
     def start(self) -> None:
@@ -69,7 +70,8 @@ class RunObserver:
             for verdict in results:
                 emit(f"[verdict] {verdict.rule}: {verdict.status}: {verdict.finding}")
             if self.report_dir:
-                emit(f"[report] {write_report(self.report_dir, title, self.windows, self.validation, results)}")
+                path = write_report(self.report_dir, title, self.windows, self.validation, results, self.split)
+                emit(f"[report] {path}")
 
     def next_batch(self, batches: Iterator) -> Any:
         return self.timer.next_batch(batches)
@@ -104,6 +106,9 @@ class RunObserver:
         if self.chief:
             emit(health_line(step, health_fields(window, times.step_s, drop)))
 
-    def validated(self, step: int, loss: float) -> None:
-        self.validation.append((step, loss))
-        self.tensorboard.validation(step, loss)
+    def validated(self, step: int, evaluation: Evaluation) -> None:
+        self.validation.append((step, evaluation))
+        self.tensorboard.validation(step, evaluation.loss)
+
+    def validated_split(self, step: int, evaluation: Evaluation) -> None:
+        self.split = step, evaluation

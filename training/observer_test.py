@@ -48,6 +48,15 @@ def test_slowed_input_is_reported_input_bound_with_its_share(dataset_dir, tmp_pa
     assert verdict(out, "loss not decreasing").startswith("ok")
     report = (tmp_path / "tb" / REPORT_FILE).read_text()
     assert "input-bound" in report and report.count("<svg") == 6
+    # the fixed sample (2 batches x 2 sequences) at steps 12 and 24, then the whole split once
+    assert re.findall(r"^\[valid\] step=(\d+) .* sequences=(\d+)$", out, re.M) == [("12", "4"), ("24", "4")]
+    whole = run.inputs.validation.manifest.sequences("validation")
+    assert re.search(
+        rf"^\[valid_split\] step=24 val_loss=\S+ val_loss_se=\S+ val_ppl=\S+ sequences={whole}$", out, re.M
+    )
+    assert (
+        "<td>sample</td><td>24</td><td>4</td>" in report and f"<td>whole split</td><td>24</td><td>{whole:,}" in report
+    )
     assert list((tmp_path / "tb" / "train").glob("events.out.tfevents.*"))
     assert list((tmp_path / "tb" / "train" / "plugins" / "profile").rglob("*.xplane.pb"))
 

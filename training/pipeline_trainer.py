@@ -23,7 +23,8 @@ from engines import PipelineEngine
 from gpt.loss import sparse_cross_entropy
 from gpt.pipeline.gpipe import gpipe_gradients
 from gpt.pipeline.model import PipelinedGPT, stage_of, variable_device
-from trainer import AdamW, Trainer, make_optimizer
+from metrics import Evaluation
+from trainer import AdamW, Trainer, make_optimizer, sequence_loss_sums
 
 
 class PlacedAdamW(AdamW):
@@ -240,10 +241,11 @@ class PipelineTrainer(Trainer):
     def _evaluate_fn(self, batch: tf.Tensor):
         sums = []
         for r, model in enumerate(self.models):
-            logits = model(batch[r][:, :-1], training=False)
+            tokens, weights = batch[r][:, :-1], batch[r][:, -1]
+            logits = model(tokens[:, :-1], training=False)
             with tf.device(model.devices[-1]):
-                token_losses = tf.nn.sparse_softmax_cross_entropy_with_logits(batch[r][:, 1:], logits)
-                sums.append(tf.stack([tf.reduce_sum(token_losses), tf.cast(tf.size(token_losses), tf.float32)]))
+                token_losses = tf.nn.sparse_softmax_cross_entropy_with_logits(tokens[:, 1:], logits)
+                sums.append(sequence_loss_sums(token_losses, weights))
         return self.engine.all_reduce(sums, len(self.model.devices) - 1, "evaluation")[0]
 
     def _broadcast_fn(self):
@@ -281,10 +283,10 @@ class PipelineTrainer(Trainer):
             self.sync_replicas()
         return super().train_step(batch)
 
-    def evaluate(self, dataset: tf.data.Dataset, batches: int) -> float:
+    def evaluate(self, dataset: tf.data.Dataset) -> Evaluation:
         if not self._in_sync:
             self.sync_replicas()
-        return super().evaluate(dataset, batches)
+        return super().evaluate(dataset)
 
 
 def build_pipeline_replicas(engine: PipelineEngine, build_model, learning_rate, **optimizer_kwargs):

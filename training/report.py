@@ -1,7 +1,8 @@
 """The training report: one self-contained HTML file (inline SVG, no scripts) written at the end of the job.
 
 Plots of the logging windows (loss and validation loss, tokens/s and MFU, the split of step time,
-learning rate, gradient norm) and each health rule's verdict with its numbers and what to change.
+learning rate, gradient norm), the last validation figures with their standard errors (the fixed sample, and the
+whole split at the end), and each health rule's verdict with its numbers and what to change.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import math
 from pathlib import Path
 
 from health import Verdict, Window
+from metrics import Evaluation, perplexity
 
 REPORT_FILE = "training-report.html"
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")
@@ -67,9 +69,33 @@ def _series(windows: list[Window], field: str, scale: float = 1.0) -> list[tuple
     return [(w.step, scale * getattr(w, field)) for w in windows]
 
 
-def render(title: str, windows: list[Window], validation: list[tuple[int, float]], results: list[Verdict]) -> str:
+def validation_table(validation: list[tuple[int, Evaluation]], split: tuple[int, Evaluation] | None) -> str:
+    """The last evaluation of the fixed sample and the whole split's: loss ± standard error, perplexity."""
+    rows = [("sample", *validation[-1])] if validation else []
+    rows += [("whole split", *split)] if split else []
+    cells = "".join(
+        f"<tr><td>{name}</td><td>{step}</td><td>{e.sequences:,}</td><td>{e.loss:.4f} ± {e.standard_error:.4f}</td>"
+        f"<td>{perplexity(e.loss):.2f}</td></tr>"
+        for name, step, e in rows
+    )
+    return (
+        "<h2>Validation</h2><table><tr><th>sequences</th><th>step</th><th>count</th>"
+        f"<th>loss ± standard error</th><th>perplexity</th></tr>{cells}</table>"
+        if rows
+        else ""
+    )
+
+
+def render(
+    title: str,
+    windows: list[Window],
+    validation: list[tuple[int, Evaluation]],
+    results: list[Verdict],
+    split: tuple[int, Evaluation] | None = None,
+) -> str:
+    losses = [(step, e.loss) for step, e in validation]
     charts = [
-        line_chart("Loss", {"training loss": _series(windows, "loss"), "validation loss": validation}),
+        line_chart("Loss", {"training loss": _series(windows, "loss"), "validation loss": losses}),
         line_chart("Tokens per second", {"tokens/s": _series(windows, "tokens_per_sec")}),
         line_chart("Model FLOPs utilization", {"MFU": _series(windows, "mfu")}),
         line_chart(
@@ -92,12 +118,13 @@ def render(title: str, windows: list[Window], validation: list[tuple[int, float]
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
         f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>"
         "<h2>Health rules</h2><table><tr><th>rule</th><th>verdict</th><th>measured</th><th>what to change</th></tr>"
-        f"{rows}</table><h2>Training</h2><div class='charts'>{''.join(charts)}</div></body></html>"
+        f"{rows}</table>{validation_table(validation, split)}"
+        f"<h2>Training</h2><div class='charts'>{''.join(charts)}</div></body></html>"
     )
 
 
-def write_report(directory: str | Path, title: str, windows, validation, results) -> Path:
+def write_report(directory: str | Path, title: str, windows, validation, results, split=None) -> Path:
     path = Path(directory) / REPORT_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(title, windows, validation, results), encoding="utf-8")
+    path.write_text(render(title, windows, validation, results, split), encoding="utf-8")
     return path

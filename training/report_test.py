@@ -2,6 +2,7 @@ import math
 
 from health import Verdict
 from health_test import window
+from metrics import Evaluation
 from report import line_chart, write_report
 
 
@@ -16,8 +17,12 @@ def test_report_has_every_plot_and_every_verdict_with_advice_for_problems(tmp_pa
         Verdict("input-bound", False, "38% of step time waiting", "raise prefetch"),
         Verdict("stalled", True, "1 s"),
     ]
-    path = write_report(tmp_path, "Training report: <job>", [window(10, 5), window(20, 4)], [(20, 4.5)], results)
+    validation = [(10, Evaluation(4.9, 0.05, 64)), (20, Evaluation(4.5, 0.04, 64))]
+    split = (20, Evaluation(4.4, 0.02, 1_200))
+    path = write_report(tmp_path, "Training report: <job>", [window(10, 5), window(20, 4)], validation, results, split)
     text = path.read_text()
+    assert "<td>sample</td><td>20</td><td>64</td><td>4.5000 ± 0.0400</td><td>90.02</td>" in text
+    assert "<td>whole split</td><td>20</td><td>1,200</td><td>4.4000 ± 0.0200</td><td>81.45</td>" in text
     assert text.count("<svg") == 6 and "&lt;job&gt;" in text
     for title in ("Loss", "Tokens per second", "Model FLOPs utilization", "Step time split", "Learning rate", "norm"):
         assert title in text

@@ -134,8 +134,11 @@ def test_runs_as_the_sagemaker_toolkit_starts_it(sagemaker_run, dataset_dir):
     lines = output.splitlines()
     train = [line for line in lines if line.startswith("[train]")]
     valid = [line for line in lines if line.startswith("[valid]")]
+    split = [line for line in lines if line.startswith("[valid_split]")]  # the whole split, once at the end
+    sample = {"validation:loss", "validation:loss_standard_error", "validation:perplexity"}
     assert len(train) == 8 and all(parse(line).keys() == defined("train") for line in train), output
-    assert len(valid) == 2 and all(parse(line).keys() == defined("validation") for line in valid), output
+    assert len(valid) == 2 and all(parse(line).keys() == sample for line in valid), output
+    assert len(split) == 1 and parse(split[0]).keys() == defined("validation") - sample, output
     assert any(line.startswith("[sample] ") and len(line) > 9 for line in lines)
     assert "engine=default workers=1 replicas=1" in output
     assert not (folder / "output" / "failure").exists()

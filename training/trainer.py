@@ -19,7 +19,9 @@ import dataclasses
 import math
 
 import keras
+import numpy as np
 import tensorflow as tf
+from metrics import Evaluation
 
 PRECISIONS = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 
@@ -214,12 +216,11 @@ class Trainer:
     def _apply_fn(self, grads):
         self.engine.strategy.run(lambda g: self.optimizer.apply(g, self.model.trainable_variables), args=(grads,))
 
-    def _replica_evaluate(self, tokens: tf.Tensor):
+    def _replica_evaluate(self, rows: tf.Tensor):
+        tokens, weights = rows[:, :-1], rows[:, -1]
         logits = self.model(tokens[:, :-1], training=False)
         token_losses = tf.nn.sparse_softmax_cross_entropy_with_logits(tokens[:, 1:], logits)
-        return self.engine.sum_over_replicas(
-            tf.stack([tf.reduce_sum(token_losses), tf.cast(tf.size(token_losses), tf.float32)])
-        )
+        return self.engine.sum_over_replicas(sequence_loss_sums(token_losses, weights))
 
     def _evaluate_fn(self, batch: tf.Tensor):
         return self.engine.local(self.engine.run(self._replica_evaluate, (batch,)))
@@ -251,10 +252,16 @@ class Trainer:
                 self.loss_scale.assign(self.loss_scale * 2)
                 self.good_steps.assign(0)
 
-    def evaluate(self, dataset: tf.data.Dataset, batches: int) -> float:
-        """Mean token loss over the first ``batches`` elements of ``dataset`` ([local_replicas, micro, T + 1])."""
-        total = tf.zeros([2])
+    def evaluate(self, dataset: tf.data.Dataset) -> Evaluation:
+        """Mean token loss and its standard error over the sequences of ``dataset`` (``data.evaluation_dataset``)."""
+        total = np.zeros(3)
         with self.engine.scope():
-            for batch in dataset.take(batches):
-                total += self._evaluate(batch)
-        return float(total[0] / total[1])
+            for batch in dataset:
+                total += self._evaluate(batch).numpy()  # in float64 here: sums of squares over many batches
+        return Evaluation.from_sums(*total)
+
+
+def sequence_loss_sums(token_losses: tf.Tensor, weights: tf.Tensor) -> tf.Tensor:
+    """[sum w s, sum w s^2, sum w] of each row's mean token loss s ([rows, T] losses; w: 1, or 0 for filler)."""
+    losses, weights = tf.reduce_mean(token_losses, axis=1), tf.cast(weights, tf.float32)
+    return tf.stack([tf.reduce_sum(weights * losses), tf.reduce_sum(weights * losses**2), tf.reduce_sum(weights)])

@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from data import open_channel, token_dataset
+from data import evaluation_dataset, open_channel, spread_sample, token_dataset
 from engines import StrategyEngine
 from gpt.model import GPT
 from schedule import WarmupCosine
@@ -107,14 +107,28 @@ def test_fp16_skips_overflowing_steps_and_halves_the_scale(dataset_dir):
     assert model.blocks[0].fc.compute_dtype == "float16"
 
 
-def test_evaluation_is_the_mean_token_loss(dataset_dir):
+def sequence_losses(model, channel) -> np.ndarray:
+    """Each validation sequence's mean token loss, every sequence once."""
+    ds = token_dataset(channel, sequence_length=T, batch_shape=(1, channel.manifest.sequences("validation")),
+                       order="files")  # fmt: skip
+    batch = next(iter(ds))
+    logits = model(batch[0, :, :-1])
+    return tf.nn.sparse_softmax_cross_entropy_with_logits(batch[0, :, 1:], logits).numpy().mean(axis=1)
+
+
+@pytest.mark.parametrize("batches", [2, None])
+def test_evaluation_is_the_mean_token_loss_with_its_standard_error_over_the_sequences(dataset_dir, batches):
     model, trainer = build(default_engine())
-    ds = token_dataset(open_channel(dataset_dir, "validation"), sequence_length=T, batch_shape=(1, 3), shuffle=False)
-    expected = []
-    for batch in ds.take(2):
-        logits = model(batch[0, :, :-1])
-        expected.append(tf.nn.sparse_softmax_cross_entropy_with_logits(batch[0, :, 1:], logits).numpy())
-    assert trainer.evaluate(ds, 2) == pytest.approx(np.mean(expected), rel=1e-5)
+    channel = open_channel(dataset_dir, "validation")
+    losses = sequence_losses(model, channel)
+    if batches:  # the fixed sample: 8 sequences spread over the split
+        losses = losses[spread_sample(len(losses), 8)]
+    ds = evaluation_dataset(channel, sequence_length=T, batch_shape=(1, 4), batches=batches)
+    result = trainer.evaluate(ds)  # the whole split: 4 sequences a batch, the last one filled with weight 0
+    assert result.sequences == len(losses) and (batches or len(losses) % 4)
+    assert result.loss == pytest.approx(losses.mean(), rel=1e-5)
+    # float32 sums of squares: a few digits go where the variance is small against the mean squared (untrained)
+    assert result.standard_error == pytest.approx(losses.std(ddof=1) / np.sqrt(len(losses)), rel=1e-3)
     assert SEQUENCE_LENGTH >= T
 
 
