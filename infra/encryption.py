@@ -14,7 +14,6 @@ LOGS_KEY_ACTIONS = [
     "kms:ReEncryptTo",
     "kms:GenerateDataKey",
     "kms:GenerateDataKeyWithoutPlaintext",
-    "kms:DescribeKey",
 ]
 
 
@@ -40,7 +39,8 @@ class DataKey(Construct):
         )
         # CloudWatch Logs encrypts the stack's log groups with this key. AWS's example policy writes these as
         # Encrypt*, Decrypt*, ReEncrypt*, GenerateDataKey*, Describe*; spelled out, less the key-pair actions
-        # (GenerateDataKeyPair*), which envelope encryption of log events never calls.
+        # (GenerateDataKeyPair*), which envelope encryption of log events never calls, and less DescribeKey:
+        # its requests carry no encryption context, so under this condition the statement never allowed it.
         self.key.add_to_resource_policy(
             iam.PolicyStatement(
                 principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],

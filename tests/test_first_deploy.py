@@ -6,10 +6,12 @@ a resource created before what it needs exists. These tests hold the template to
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
 
+from tests.iam_reference import ArnReader, condition_key_errors
 from tests.longest_values import LongestValues
 from tests.synth import synth_template
 
@@ -31,3 +33,26 @@ def test_every_function_environment_fits_lambdas_4_kb_with_every_reference_at_it
     functions = [k for k, r in template["Resources"].items() if r["Type"] == "AWS::Lambda::Function"]
     sizes = {k: len(lambda_environment(template, k).encode()) for k in functions}
     assert sizes and all(size <= LAMBDA_ENVIRONMENT_BYTES for size in sizes.values()), sizes
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_every_condition_key_is_one_the_service_authorization_reference_lists_for_what_it_guards(stage: str):
+    errors = [e for s in ArnReader(synth_template(stage)).statements() for e in condition_key_errors(s)]
+    assert not errors, "\n".join(errors)
+
+
+def test_the_condition_key_check_refuses_a_vpc_condition_on_the_new_network_interface():
+    """The statement as it was: every job's CreateNetworkInterface refused on the interface it creates."""
+    template = copy.deepcopy(synth_template("dev"))
+    resources = template["Resources"]
+    policy = next(r for r in resources.values() if "SageMakerExecution/Policy" in r["Metadata"]["aws:cdk:path"])
+    vpc_id = next(k for k, r in resources.items() if r["Type"] == "AWS::EC2::VPC")
+    vpc = {"Fn::Join": ["", ["arn:aws:ec2:us-east-1:123456789012:vpc/", {"Ref": vpc_id}]]}
+    statement = {"Action": "ec2:CreateNetworkInterface", "Effect": "Allow", "Resource": "*"}
+    policy["Properties"]["PolicyDocument"]["Statement"].append(
+        statement | {"Condition": {"ArnEquals": {"ec2:Vpc": vpc}}}
+    )
+    errors = [e for s in ArnReader(template).statements() for e in condition_key_errors(s)]
+    assert errors == [
+        "SageMakerExecution/Policy: ec2:CreateNetworkInterface ec2:Vpc: not a key of resource types network-interface"
+    ]
