@@ -56,3 +56,22 @@ def test_the_condition_key_check_refuses_a_vpc_condition_on_the_new_network_inte
     assert errors == [
         "SageMakerExecution/Policy: ec2:CreateNetworkInterface ec2:Vpc: not a key of resource types network-interface"
     ]
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_datasync_locations_wait_for_the_mount_targets_and_their_roles_policies(stage: str):
+    resources = synth_template(stage)["Resources"]
+
+    def of_type(kind: str) -> set[str]:
+        return {k for k, r in resources.items() if r["Type"] == kind}
+
+    def policy_of(role_path: str) -> str:
+        (policy,) = (k for k in of_type("AWS::IAM::Policy") if role_path in resources[k]["Metadata"]["aws:cdk:path"])
+        return policy
+
+    (efs_location,) = (resources[k] for k in of_type("AWS::DataSync::LocationEFS"))
+    (s3_location,) = (resources[k] for k in of_type("AWS::DataSync::LocationS3"))
+    mount_targets = of_type("AWS::EFS::MountTarget")
+    assert mount_targets and mount_targets <= set(efs_location.get("DependsOn", []))
+    assert policy_of("DatasetSync/FileSystemAccessRole") in efs_location["DependsOn"]
+    assert policy_of("DatasetSync/BucketAccessRole") in s3_location.get("DependsOn", [])

@@ -48,6 +48,11 @@ class DatasetSync(Construct):
         efs_role = self._file_system_role(file_system)
         source = self._source(bucket, bucket_role)
         destination = self._destination(file_system, access_point, efs_role, subnet, security_group)
+        # Creating a location tests access at once: CreateLocationEfs fails with "No valid mount targets" until
+        # the mount targets are available (aws/aws-cdk#16826), and either location fails until its role's
+        # policy exists. CloudFormation orders resources only by references and DependsOn.
+        destination.node.add_dependency(file_system.mount_targets_available, efs_role)
+        source.node.add_dependency(bucket_role)
         self.task = self._task(source, destination)
 
     def _principal(self) -> iam.ServicePrincipal:
