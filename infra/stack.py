@@ -17,6 +17,7 @@ from infra.identity import SageMakerExecutionRole
 from infra.instances import INSTANCE_TYPES
 from infra.log_groups import encrypted_log_group
 from infra.nag import acknowledge_inline_policies
+from infra.naming import retained_name
 from infra.network import Network
 from infra.notifications import Notifications
 from infra.observability import console_links
@@ -144,15 +145,19 @@ class PretrainingStack(cdk.Stack):
             topic=self.notifications.topic,
             log_level=config.observability.state_machine_log_level,
             include_execution_data=config.observability.log_execution_data,
-            log_group=self._log_group("WorkflowLogs", config),
+            # Vended logs (Step Functions' delivery) under /aws/vendedlogs/: CloudWatch Logs then needs no resource
+            # policy entry per log group, whose policy is capped at 5,120 characters per account and region.
+            log_group=self._log_group(
+                "WorkflowLogs", config, name=f"/aws/vendedlogs/states/{retained_name(self, 'workflow', 200)}"
+            ),
             debugger=config.observability.debugger,
         )
         # SnsPublish grants sns:Publish only; the encrypted topic also needs its key, through SNS.
         self.notifications.grant_publish(self.workflow.state_machine)
 
-    def _log_group(self, id: str, config: StageConfig) -> logs.LogGroup:
+    def _log_group(self, id: str, config: StageConfig, name: str | None = None) -> logs.LogGroup:
         """An encrypted log group with the stage's retention, remembered for the console-link outputs."""
-        self.log_groups[id] = encrypted_log_group(self, id, key=self.key, config=config.storage)
+        self.log_groups[id] = encrypted_log_group(self, id, key=self.key, config=config.storage, name=name)
         return self.log_groups[id]
 
     def _observability(self, config: StageConfig) -> None:

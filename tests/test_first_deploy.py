@@ -75,3 +75,37 @@ def test_datasync_locations_wait_for_the_mount_targets_and_their_roles_policies(
     assert mount_targets and mount_targets <= set(efs_location.get("DependsOn", []))
     assert policy_of("DatasetSync/FileSystemAccessRole") in efs_location["DependsOn"]
     assert policy_of("DatasetSync/BucketAccessRole") in s3_location.get("DependsOn", [])
+
+
+def _resolved(value) -> str:
+    """A name as CloudFormation will build it, with every reference written ``{Ref}`` or ``{Fn::...}``."""
+    return json.dumps(value, sort_keys=True)
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_no_function_reserves_concurrency_by_default(stage: str):
+    resources = synth_template(stage)["Resources"]
+    functions = [k for k, r in resources.items() if r["Type"] == "AWS::Lambda::Function"]
+    assert not [k for k in functions if "ReservedConcurrentExecutions" in resources[k]["Properties"]]
+
+
+def test_retained_names_differ_for_each_creation_of_the_stack():
+    """After `cdk destroy` the retained vault keeps its name; a fixed name would fail the next deploy."""
+    resources = synth_template("prod")["Resources"]
+    (vault,) = (r for r in resources.values() if r["Type"] == "AWS::Backup::BackupVault")
+    assert vault["DeletionPolicy"] == "Retain" and "AWS::StackId" in _resolved(vault["Properties"]["BackupVaultName"])
+    for r in resources.values():
+        name = r.get("Properties", {}).get("LogGroupName")
+        if r["Type"] == "AWS::Logs::LogGroup" and name and r.get("DeletionPolicy") == "Retain":
+            assert "AWS::StackId" in _resolved(name), name
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_the_state_machine_logs_to_a_vended_logs_group(stage: str):
+    """Under /aws/vendedlogs/ CloudWatch Logs needs no resource-policy entry per group (5,120 characters at most)."""
+    resources = synth_template(stage)["Resources"]
+    (machine,) = (r for r in resources.values() if r["Type"] == "AWS::StepFunctions::StateMachine")
+    destination = machine["Properties"]["LoggingConfiguration"]["Destinations"][0]
+    (group_id, _) = destination["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"]
+    name = resources[group_id]["Properties"].get("LogGroupName")
+    assert name and name["Fn::Join"][1][0].startswith("/aws/vendedlogs/states/"), name

@@ -257,12 +257,12 @@ class SecurityConfig:
             unacknowledged finding of any fails synthesis. ``AwsSolutions`` always; any of ``NIST80053R5``,
             ``HIPAASecurity``, ``PCIDSS321`` (default: all four).
         plan_reserved_concurrency: concurrent executions reserved for the Plan function, and its cap
-            (default 5). 0 leaves it unreserved: for accounts at Lambda's quota of 10, where any
-            reservation fails deployment (AWS keeps 10 unreserved).
+            (default 0: none reserved). A reservation fails deployment in any account whose unreserved
+            concurrency would drop below Lambda's minimum of 10 (new accounts start with a quota as low as 10).
     """
 
     compliance_packs: tuple[str, ...] = COMPLIANCE_PACKS
-    plan_reserved_concurrency: int = 5
+    plan_reserved_concurrency: int = 0
 
 
 @dataclasses.dataclass(frozen=True)

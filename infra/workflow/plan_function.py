@@ -45,8 +45,9 @@ NOT_IN_VPC = (
     "ENI permissions on '*' and change nothing it can reach."
 )
 UNRESERVED = (
-    "security.plan_reserved_concurrency is 0 in this stage, for an account at Lambda's quota of 10 concurrent "
-    "executions, where any reservation fails deployment (AWS keeps 10 unreserved). One invocation per execution "
+    "security.plan_reserved_concurrency is 0 (the default): a reservation fails deployment in any account whose "
+    "unreserved concurrency would drop below Lambda's minimum of 10, and new accounts start with a quota as low "
+    "as 10. The state machine retries throttled invocations. One invocation per execution "
     "start; only the state machine's role may invoke it."
 )
 
