@@ -25,11 +25,17 @@ class DataKey(Construct):
 
     Args:
         retain: keep the key on ``cdk destroy`` (default true; set false only with the data).
+        existing_arn: the key an earlier deployment retained, adopted as it is: its policy, written by that
+            deployment, already admits CloudWatch Logs for this account and region.
     """
 
-    def __init__(self, scope: Construct, id: str, *, retain: bool = True) -> None:
+    def __init__(self, scope: Construct, id: str, *, retain: bool = True, existing_arn: str | None = None) -> None:
         super().__init__(scope, id)
         stack = Stack.of(self)
+        self.key: kms.IKey
+        if existing_arn:
+            self.key = kms.Key.from_key_arn(self, "Key", existing_arn)
+            return
         self.key = kms.Key(
             self,
             "Key",

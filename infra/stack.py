@@ -53,7 +53,7 @@ class PretrainingStack(cdk.Stack):
         cdk.Aspects.of(self).add(SkipChecksOnCdkProviders())
         self.log_groups: dict[str, logs.LogGroup] = {}
         storage = config.storage
-        self.key = DataKey(self, "DataKey", retain=storage.retain_data).key
+        self.key = DataKey(self, "DataKey", retain=storage.retain_data, existing_arn=storage.existing.kms_key_arn).key
         flow_logs = encrypted_log_group(self, "FlowLogs", key=self.key, config=storage)
         self.network = Network(self, "Network", config=config.network, flow_log_group=flow_logs)
         self.buckets = DataBuckets(self, "Buckets", key=self.key, config=storage)
@@ -130,6 +130,7 @@ class PretrainingStack(cdk.Stack):
             key=self.key,
             file_system=self.file_system.file_system,
             access_point=self.file_system.datasets_access_point,
+            mount_targets=self.file_system.mount_targets_available,
             vpc=network.vpc,
             subnet=network.vpc.select_subnets(**network.job_subnets._values).subnets[0],
         )

@@ -109,3 +109,42 @@ def test_the_state_machine_logs_to_a_vended_logs_group(stage: str):
     (group_id, _) = destination["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"]
     name = resources[group_id]["Properties"].get("LogGroupName")
     assert name and name["Fn::Join"][1][0].startswith("/aws/vendedlogs/states/"), name
+
+
+KEY = "arn:aws:kms:us-east-1:123456789012:key/01234567-89ab-cdef-0123-456789abcdef"
+KEPT = {
+    f"{n}_bucket": f"kept-{n.replace('_', '-')}" for n in ("access_logs", "raw", "datasets", "checkpoints", "models")
+}
+
+
+@pytest.fixture(scope="module")
+def adopting(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """prod redeployed after `cdk destroy`, adopting what it retained, with the Plan function's reservation."""
+    override = tmp_path_factory.mktemp("cfg") / "adopt.json"
+    existing = {"kms_key_arn": KEY, "file_system_id": "fs-0123456789abcdef0", **KEPT}
+    override.write_text(json.dumps({"storage": {"existing": existing}, "security": {"plan_reserved_concurrency": 5}}))
+    return synth_template("prod", str(override))
+
+
+def test_a_redeploy_adopts_the_retained_key_buckets_and_file_system(adopting: dict):
+    resources = adopting["Resources"]
+    kinds = {r["Type"] for r in resources.values()}
+    assert not kinds & {"AWS::KMS::Key", "AWS::S3::Bucket", "AWS::EFS::FileSystem"}
+    policies = {r["Properties"]["Bucket"] for r in resources.values() if r["Type"] == "AWS::S3::BucketPolicy"}
+    assert policies == set(KEPT.values())  # TLS only again, and log delivery to the access-log bucket
+    targets = [r for r in resources.values() if r["Type"] == "AWS::EFS::MountTarget"]
+    assert len(targets) == 2 and {t["Properties"]["FileSystemId"] for t in targets} == {"fs-0123456789abcdef0"}
+    (location,) = (r for r in resources.values() if r["Type"] == "AWS::DataSync::LocationEFS")
+    mount_targets = {k for k, r in resources.items() if r["Type"] == "AWS::EFS::MountTarget"}
+    assert mount_targets <= set(location["DependsOn"])
+    (plan,) = (r for r in resources.values() if "WORKFLOW_RESOURCES" in str(r.get("Properties", {}).get("Environment")))
+    environment = json.dumps(plan["Properties"]["Environment"]["Variables"])
+    assert '\\"raw_bucket\\":\\"kept-raw\\"' in environment and KEY in environment
+    assert plan["Properties"]["ReservedConcurrentExecutions"] == 5  # the option stays
+
+
+def test_an_adopting_stage_passes_the_deploy_time_checks(adopting: dict):
+    errors = [e for s in ArnReader(adopting).statements() for e in condition_key_errors(s)]
+    assert not errors, "\n".join(errors)
+    functions = [k for k, r in adopting["Resources"].items() if r["Type"] == "AWS::Lambda::Function"]
+    assert all(len(lambda_environment(adopting, k).encode()) <= LAMBDA_ENVIRONMENT_BYTES for k in functions)

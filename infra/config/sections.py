@@ -89,6 +89,40 @@ class NetworkConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class ExistingResources:
+    """What an earlier deployment of the stage kept on ``cdk destroy`` (``retain_data``), adopted by this one
+    instead of created anew beside it (none by default). The stack never deletes what it adopts.
+
+    Args:
+        kms_key_arn: the retained data key; required with the buckets or the file system, which it encrypts.
+        access_logs_bucket, raw_bucket, datasets_bucket, checkpoints_bucket, models_bucket: the retained
+            buckets' names, all five or none (the data buckets still log to the access-log bucket); the stack
+            gives them their TLS-only and log-delivery bucket policies again.
+        file_system_id: the retained file system (``fs-...``); the stack gives it mount targets in its VPC
+            and its ``/datasets`` access point again.
+    """
+
+    kms_key_arn: str | None = None
+    access_logs_bucket: str | None = None
+    raw_bucket: str | None = None
+    datasets_bucket: str | None = None
+    checkpoints_bucket: str | None = None
+    models_bucket: str | None = None
+    file_system_id: str | None = None
+
+    @property
+    def buckets(self) -> dict[str, str | None]:
+        """Construct id (``infra/storage/buckets.py``) -> adopted name."""
+        return {
+            "AccessLogs": self.access_logs_bucket,
+            "Raw": self.raw_bucket,
+            "Datasets": self.datasets_bucket,
+            "Checkpoints": self.checkpoints_bucket,
+            "Models": self.models_bucket,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
 class StorageConfig:
     """EFS, S3 and logs.
 
@@ -97,12 +131,14 @@ class StorageConfig:
         efs_provisioned_mibps: throughput for ``provisioned`` mode, in MiB/s.
         retain_data: keep the file system, buckets and key on ``cdk destroy`` (default true).
         log_retention_days: retention of the stack's CloudWatch log groups (a value CloudWatch accepts).
+        existing: retained resources to adopt (:class:`ExistingResources`; default none).
     """
 
     efs_throughput_mode: str = "elastic"
     efs_provisioned_mibps: int = 0
     retain_data: bool = True
     log_retention_days: int = 365
+    existing: ExistingResources = ExistingResources()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -162,7 +162,7 @@ class PlanFunction(Construct):
             role,
             {
                 "Resource::*": "X-Ray's PutTraceSegments and PutTelemetryRecords have no resource-level permission.",
-                f"Resource::{cfn_ref(datasets)}/inputs/*": (
+                f"Resource::{bucket_ref(datasets)}/inputs/*": (
                     "The function writes one object per execution under inputs/ (the tokenizer's sample list); "
                     "its key contains the execution's job name."
                 ),
