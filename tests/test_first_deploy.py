@@ -11,9 +11,10 @@ import json
 
 import pytest
 
+from infra.network import ISOLATED_ENDPOINTS
 from tests.iam_reference import ArnReader, condition_key_errors
 from tests.longest_values import LongestValues
-from tests.synth import synth_template
+from tests.synth import ROOT, synth_template
 
 STAGES = ("dev", "prod")
 # Lambda: "The total size of the set of environment variables cannot exceed 4 KB", measured as the JSON of the
@@ -112,6 +113,7 @@ def test_the_state_machine_logs_to_a_vended_logs_group(stage: str):
 
 
 KEY = "arn:aws:kms:us-east-1:123456789012:key/01234567-89ab-cdef-0123-456789abcdef"
+ZONES = ("us-east-1c", "us-east-1d")  # e.g. where every interface endpoint's service is offered
 KEPT = {
     f"{n}_bucket": f"kept-{n.replace('_', '-')}" for n in ("access_logs", "raw", "datasets", "checkpoints", "models")
 }
@@ -119,10 +121,19 @@ KEPT = {
 
 @pytest.fixture(scope="module")
 def adopting(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """prod redeployed after `cdk destroy`, adopting what it retained, with the Plan function's reservation."""
+    """prod redeployed after `cdk destroy`, adopting what it retained, with the Plan function's reservation, in
+    zones of its choice."""
     override = tmp_path_factory.mktemp("cfg") / "adopt.json"
     existing = {"kms_key_arn": KEY, "file_system_id": "fs-0123456789abcdef0", **KEPT}
-    override.write_text(json.dumps({"storage": {"existing": existing}, "security": {"plan_reserved_concurrency": 5}}))
+    override.write_text(
+        json.dumps(
+            {
+                "storage": {"existing": existing},
+                "security": {"plan_reserved_concurrency": 5},
+                "network": {"availability_zones": list(ZONES)},
+            }
+        )
+    )
     return synth_template("prod", str(override))
 
 
@@ -148,3 +159,19 @@ def test_an_adopting_stage_passes_the_deploy_time_checks(adopting: dict):
     assert not errors, "\n".join(errors)
     functions = [k for k, r in adopting["Resources"].items() if r["Type"] == "AWS::Lambda::Function"]
     assert all(len(lambda_environment(adopting, k).encode()) <= LAMBDA_ENVIRONMENT_BYTES for k in functions)
+
+
+def test_subnets_and_interface_endpoints_are_in_the_zones_the_stage_chooses(adopting: dict):
+    resources = adopting["Resources"]
+    subnets = {k: r["Properties"]["AvailabilityZone"] for k, r in resources.items() if r["Type"] == "AWS::EC2::Subnet"}
+    assert sorted(subnets.values()) == sorted(ZONES)
+    endpoints = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::EC2::VPCEndpoint"]
+    interface = [e for e in endpoints if e.get("VpcEndpointType") == "Interface"]
+    assert interface and all({s["Ref"] for s in e["SubnetIds"]} == set(subnets) for e in interface)
+
+
+def test_readme_says_how_to_check_where_each_interface_endpoint_is_offered():
+    readme = (ROOT / "README.md").read_text()
+    command = readme[readme.index("aws ec2 describe-vpc-endpoint-services") :].split("```")[0].split()
+    services = [f"com.amazonaws.REGION.{s.short_name}" for s in ISOLATED_ENDPOINTS.values()]
+    assert [s for s in services if s not in command] == []

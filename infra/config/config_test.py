@@ -242,3 +242,18 @@ def test_adopting_names_the_field_and_the_fix(existing, field, hint):
         load({"storage": {"existing": existing}})
     assert error.value.field == f"storage.existing.{field}"
     assert hint in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("zones", "hint"),
+    [
+        (["us-east-1a"], "2 distinct zones (network.max_azs)"),
+        (["us-east-1a", "us-east-1a"], "2 distinct zones"),
+        (["us-east-1a", "eu-west-1b"], "a zone of the stage's region, e.g. us-east-1a"),
+    ],
+)
+def test_availability_zones_are_max_azs_zones_of_the_region(zones, hint):
+    assert load({"network": {"availability_zones": ["us-east-1c", "us-east-1d"]}}).network.availability_zones
+    with pytest.raises(ConfigError) as error:
+        load({"network": {"availability_zones": zones}})
+    assert error.value.field == "network.availability_zones" and hint in str(error.value)

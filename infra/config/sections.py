@@ -79,11 +79,15 @@ class NetworkConfig:
 
     Args:
         max_azs: availability zones to spread subnets over (default 2).
+        availability_zones: which ones, by name, ``max_azs`` of them (default: the region's first ones). The
+            jobs' subnets, the file system's mount targets and an isolated stage's interface endpoints are
+            placed in them: choose zones where every endpoint's service is offered (README, "Deploying to AWS").
         nat_gateways: NAT gateways for egress from the private subnets (default 1; 0 needs ``isolated``).
         isolated: no internet egress at all; AWS services are reached through VPC interface endpoints.
     """
 
     max_azs: int = 2
+    availability_zones: tuple[str, ...] = ()
     nat_gateways: int = 1
     isolated: bool = False
 

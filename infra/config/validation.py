@@ -61,7 +61,7 @@ def validate(config: StageConfig) -> None:
     for bucket in config.source_buckets:
         if not re.fullmatch(BUCKET_NAME, bucket):
             raise ConfigError("source_buckets", bucket, "S3 bucket names (3-63 lower-case letters, digits, '.', '-')")
-    _validate_network(config.network)
+    _validate_network(config.network, config.region)
     _validate_storage(config.storage)
     _validate_existing(config)
     _validate_preprocessing(config.preprocessing)
@@ -75,8 +75,14 @@ def validate(config: StageConfig) -> None:
         raise ConfigError("training", *problem)
 
 
-def _validate_network(net: NetworkConfig) -> None:
+def _validate_network(net: NetworkConfig, region: str) -> None:
     _positive("network.max_azs", net.max_azs)
+    zones = net.availability_zones
+    if zones and (len(zones) != net.max_azs or len(set(zones)) != len(zones)):
+        raise ConfigError("network.availability_zones", list(zones), f"{net.max_azs} distinct zones (network.max_azs)")
+    for zone in zones:
+        if not re.fullmatch(rf"{region}[a-z]", zone):
+            raise ConfigError("network.availability_zones", zone, f"a zone of the stage's region, e.g. {region}a")
     if net.isolated and net.nat_gateways:
         raise ConfigError("network.nat_gateways", net.nat_gateways, "0 when network.isolated is true")
     if not net.isolated and not 1 <= net.nat_gateways <= net.max_azs:
