@@ -14,7 +14,6 @@ LOGS_KEY_ACTIONS = [
     "kms:ReEncryptTo",
     "kms:GenerateDataKey",
     "kms:GenerateDataKeyWithoutPlaintext",
-    "kms:DescribeKey",
 ]
 
 
@@ -26,11 +25,17 @@ class DataKey(Construct):
 
     Args:
         retain: keep the key on ``cdk destroy`` (default true; set false only with the data).
+        existing_arn: the key an earlier deployment retained, adopted as it is: its policy, written by that
+            deployment, already admits CloudWatch Logs for this account and region.
     """
 
-    def __init__(self, scope: Construct, id: str, *, retain: bool = True) -> None:
+    def __init__(self, scope: Construct, id: str, *, retain: bool = True, existing_arn: str | None = None) -> None:
         super().__init__(scope, id)
         stack = Stack.of(self)
+        self.key: kms.IKey
+        if existing_arn:
+            self.key = kms.Key.from_key_arn(self, "Key", existing_arn)
+            return
         self.key = kms.Key(
             self,
             "Key",
@@ -40,7 +45,8 @@ class DataKey(Construct):
         )
         # CloudWatch Logs encrypts the stack's log groups with this key. AWS's example policy writes these as
         # Encrypt*, Decrypt*, ReEncrypt*, GenerateDataKey*, Describe*; spelled out, less the key-pair actions
-        # (GenerateDataKeyPair*), which envelope encryption of log events never calls.
+        # (GenerateDataKeyPair*), which envelope encryption of log events never calls, and less DescribeKey:
+        # its requests carry no encryption context, so under this condition the statement never allowed it.
         self.key.add_to_resource_policy(
             iam.PolicyStatement(
                 principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],

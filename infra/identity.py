@@ -15,6 +15,18 @@ from constructs import Construct
 from infra.images import repository_arn
 from infra.nag import acknowledge_wildcards, bucket_ref
 
+# Why the job network interfaces' statements name every resource of a kind (cdk-nag IAM5).
+NETWORK_INTERFACE_REASONS = {
+    "network-interface": "SageMaker creates the job's interfaces (their ids are not known before) and deletes them; "
+    "creating one also needs the subnet and security group, allowed only in this VPC, and the other actions are "
+    "limited to this VPC's interfaces by the ec2:Vpc condition.",
+    **dict.fromkeys(
+        ("subnet", "security-group"),
+        "The subnet and security groups of a job's new interface: any of this VPC's (ec2:Vpc condition); the "
+        "job's request names the stage's job subnets and the jobs' security group.",
+    ),
+}
+
 
 class SageMakerExecutionRole(Construct):
     """The execution role of the processing, training and hosting jobs.
@@ -128,18 +140,32 @@ class SageMakerExecutionRole(Construct):
                 resources=["*"],  # Describe* actions support no resource-level permissions
             )
         )
+        # IAM authorizes CreateNetworkInterface on each resource it touches: the new interface, which has no
+        # ec2:Vpc key yet (the Service Authorization Reference lists none for it), and the subnet and security
+        # groups, which do. The VPC condition goes on those; an interface alone lands in no subnet.
+        in_vpc = {"ArnEquals": {"ec2:Vpc": vpc.vpc_arn}}
+        interfaces = self._ec2_arn("network-interface")
         self.policy.add_statements(
+            iam.PolicyStatement(actions=["ec2:CreateNetworkInterface"], resources=[interfaces]),
+            iam.PolicyStatement(
+                actions=["ec2:CreateNetworkInterface"],
+                resources=[self._ec2_arn("subnet"), self._ec2_arn("security-group")],
+                conditions=in_vpc,
+            ),
             iam.PolicyStatement(
                 actions=[
-                    "ec2:CreateNetworkInterface",
                     "ec2:CreateNetworkInterfacePermission",
                     "ec2:DeleteNetworkInterface",
                     "ec2:DeleteNetworkInterfacePermission",
                 ],
-                resources=["*"],
-                conditions={"ArnEquals": {"ec2:Vpc": vpc.vpc_arn}},
-            )
+                resources=[interfaces],
+                conditions=in_vpc,
+            ),
         )
+
+    def _ec2_arn(self, kind: str) -> str:
+        """Every EC2 resource of ``kind`` in this account and region."""
+        return f"arn:aws:ec2:{Stack.of(self).region}:{Stack.of(self).account}:{kind}/*"
 
     def _allow_images(self, images: Iterable[str]) -> None:
         """Pull the jobs' images."""
@@ -190,8 +216,8 @@ class SageMakerExecutionRole(Construct):
         stack = Stack.of(self)
         reasons = {
             "Resource::*": "Only actions without resource-level permissions use '*': ec2:Describe*, "
-            "ecr:GetAuthorizationToken, cloudwatch:PutMetricData (limited to the /aws/sagemaker/* namespaces); "
-            "network-interface actions are limited to this VPC by the ec2:Vpc condition.",
+            "ecr:GetAuthorizationToken, cloudwatch:PutMetricData (limited to the /aws/sagemaker/* namespaces).",
+            **{f"Resource::{self._ec2_arn(kind)}": reason for kind, reason in NETWORK_INTERFACE_REASONS.items()},
         }
         for bucket in buckets:
             access = "read and write" if bucket in write_buckets else "read"

@@ -42,11 +42,15 @@ RETENTION = dict(
 )
 
 
-def encrypted_log_group(scope: Construct, id: str, *, key: kms.IKey, config: StorageConfig) -> logs.LogGroup:
-    """A log group with the stage's retention, encrypted with ``key``, kept or removed with the data."""
+def encrypted_log_group(
+    scope: Construct, id: str, *, key: kms.IKey, config: StorageConfig, name: str | None = None
+) -> logs.LogGroup:
+    """A log group with the stage's retention, encrypted with ``key``, kept or removed with the data; ``name``
+    (default: one CloudFormation generates) must differ for each creation of the stack where data is kept."""
     return logs.LogGroup(
         scope,
         id,
+        log_group_name=name,
         retention=RETENTION[config.log_retention_days],
         encryption_key=key,
         removal_policy=cdk.RemovalPolicy.RETAIN if config.retain_data else cdk.RemovalPolicy.DESTROY,

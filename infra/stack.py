@@ -17,6 +17,7 @@ from infra.identity import SageMakerExecutionRole
 from infra.instances import INSTANCE_TYPES
 from infra.log_groups import encrypted_log_group
 from infra.nag import acknowledge_inline_policies
+from infra.naming import retained_name
 from infra.network import Network
 from infra.notifications import Notifications
 from infra.observability import console_links
@@ -52,7 +53,7 @@ class PretrainingStack(cdk.Stack):
         cdk.Aspects.of(self).add(SkipChecksOnCdkProviders())
         self.log_groups: dict[str, logs.LogGroup] = {}
         storage = config.storage
-        self.key = DataKey(self, "DataKey", retain=storage.retain_data).key
+        self.key = DataKey(self, "DataKey", retain=storage.retain_data, existing_arn=storage.existing.kms_key_arn).key
         flow_logs = encrypted_log_group(self, "FlowLogs", key=self.key, config=storage)
         self.network = Network(self, "Network", config=config.network, flow_log_group=flow_logs)
         self.buckets = DataBuckets(self, "Buckets", key=self.key, config=storage)
@@ -129,6 +130,7 @@ class PretrainingStack(cdk.Stack):
             key=self.key,
             file_system=self.file_system.file_system,
             access_point=self.file_system.datasets_access_point,
+            mount_targets=self.file_system.mount_targets_available,
             vpc=network.vpc,
             subnet=network.vpc.select_subnets(**network.job_subnets._values).subnets[0],
         )
@@ -144,15 +146,19 @@ class PretrainingStack(cdk.Stack):
             topic=self.notifications.topic,
             log_level=config.observability.state_machine_log_level,
             include_execution_data=config.observability.log_execution_data,
-            log_group=self._log_group("WorkflowLogs", config),
+            # Vended logs (Step Functions' delivery) under /aws/vendedlogs/: CloudWatch Logs then needs no resource
+            # policy entry per log group, whose policy is capped at 5,120 characters per account and region.
+            log_group=self._log_group(
+                "WorkflowLogs", config, name=f"/aws/vendedlogs/states/{retained_name(self, 'workflow', 200)}"
+            ),
             debugger=config.observability.debugger,
         )
         # SnsPublish grants sns:Publish only; the encrypted topic also needs its key, through SNS.
         self.notifications.grant_publish(self.workflow.state_machine)
 
-    def _log_group(self, id: str, config: StageConfig) -> logs.LogGroup:
+    def _log_group(self, id: str, config: StageConfig, name: str | None = None) -> logs.LogGroup:
         """An encrypted log group with the stage's retention, remembered for the console-link outputs."""
-        self.log_groups[id] = encrypted_log_group(self, id, key=self.key, config=config.storage)
+        self.log_groups[id] = encrypted_log_group(self, id, key=self.key, config=config.storage, name=name)
         return self.log_groups[id]
 
     def _observability(self, config: StageConfig) -> None:

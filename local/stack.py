@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infra.plan_step.settings import SETTINGS_ENV, StackSettings
+from infra.plan_step.settings import SETTINGS_ENV, SETTINGS_FILE, StackSettings
 from local.definition import resolve_definition, resolve_value
 from local.folder_store import FolderStore
 
@@ -75,10 +75,13 @@ class LocalStack:
         raise ValueError("the template has no Plan function")
 
     def settings(self) -> StackSettings:
-        """The Plan function's settings: its environment variable in the template, resolved."""
+        """The Plan function's settings as it reads them: its environment variable in the template, resolved,
+        and the settings file in its code asset."""
         _, function = self._plan_function()
         value = function["Properties"]["Environment"]["Variables"][SETTINGS_ENV]
-        return StackSettings(**json.loads(resolve_value(value, self.region, self.account, self.local_name)))
+        asset = self.assets_manifest["files"][function["Properties"]["Code"]["S3Key"].removesuffix(".zip")]
+        bundled = (self.cdk_out / asset["source"]["path"] / SETTINGS_FILE).read_text()
+        return StackSettings.from_parts(resolve_value(value, self.region, self.account, self.local_name), bundled)
 
     def plan_function_name(self) -> str:
         """The local name of the Plan function, as the definition's Task resource refers to it."""

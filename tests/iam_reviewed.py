@@ -62,6 +62,7 @@ PERMISSIONS: dict[str, dict[str, list[str]]] = {
             "ec2:DescribeSecurityGroups",
             "ec2:DescribeSubnets",
             "ec2:DescribeVpcs",
+            "ec2:CreateNetworkInterface",
             "ec2:CreateNetworkInterface if ec2:Vpc",
             "ec2:CreateNetworkInterfacePermission if ec2:Vpc",
             "ec2:DeleteNetworkInterface if ec2:Vpc",
@@ -173,7 +174,6 @@ PERMISSIONS: dict[str, dict[str, list[str]]] = {
                 "kms:ReEncryptTo",
                 "kms:GenerateDataKey",
                 "kms:GenerateDataKeyWithoutPlaintext",
-                "kms:DescribeKey",
             )
         ],
         "service:cloudwatch.amazonaws.com": [
@@ -262,15 +262,6 @@ ANY_RESOURCE: dict[str, str] = {
         for a in ("DescribeDhcpOptions", "DescribeNetworkInterfaces", "DescribeSecurityGroups", "DescribeSubnets")
     },
     "ec2:DescribeVpcs": "EC2 Describe* actions have no resource-level permissions",
-    **{
-        f"ec2:{a}": "the network interface does not exist yet; limited to this VPC by the ec2:Vpc condition"
-        for a in (
-            "CreateNetworkInterface",
-            "CreateNetworkInterfacePermission",
-            "DeleteNetworkInterface",
-            "DeleteNetworkInterfacePermission",
-        )
-    },
     "ecr:GetAuthorizationToken": "account-wide token, no resource-level permission",
     "cloudwatch:PutMetricData": "no resource-level permission; limited by the cloudwatch:namespace condition",
     **{

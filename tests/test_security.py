@@ -32,7 +32,7 @@ PROVIDER_CHECKS = ("CKV_AWS_115", "CKV_AWS_116", "CKV_AWS_117")
 CHECKOV_SKIPS: dict[tuple[str, str], tuple[str, ...]] = {
     **{(c, "Custom::VpcRestrictDefaultSGCustomResourceProvider/Handler"): STAGES for c in PROVIDER_CHECKS},
     **{(c, "Custom::S3AutoDeleteObjectsCustomResourceProvider/Handler"): ("dev",) for c in PROVIDER_CHECKS},
-    **{(c, "Plan/Function"): STAGES for c in ("CKV_AWS_116", "CKV_AWS_117")},  # 115: concurrency is reserved
+    **{(c, "Plan/Function"): STAGES for c in ("CKV_AWS_115", "CKV_AWS_116", "CKV_AWS_117")},
     ("CKV_AWS_18", "Buckets/AccessLogs"): STAGES,
     **{("CKV_AWS_21", f"Buckets/{name}"): STAGES for name in ("AccessLogs", "Raw")},
 }

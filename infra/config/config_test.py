@@ -242,3 +242,49 @@ def test_compliance_packs_default_to_all_four_and_a_stage_may_choose_fewer():
     assert load().security.compliance_packs == ("AwsSolutions", "NIST80053R5", "HIPAASecurity", "PCIDSS321")
     chosen = load({"security": {"compliance_packs": ["AwsSolutions", "PCIDSS321"]}})
     assert chosen.security.compliance_packs == ("AwsSolutions", "PCIDSS321")
+
+
+KEY = "arn:aws:kms:us-east-1:123456789012:key/01234567-89ab-cdef-0123-456789abcdef"
+BUCKETS = {
+    f"{n}_bucket": f"kept-{n.replace('_', '-')}" for n in ("access_logs", "raw", "datasets", "checkpoints", "models")
+}
+
+
+def test_a_stage_adopts_what_an_earlier_deployment_retained():
+    existing = load(
+        {"storage": {"existing": {"kms_key_arn": KEY, "file_system_id": "fs-0123456789abcdef0", **BUCKETS}}}
+    )
+    assert existing.storage.existing.buckets["Raw"] == "kept-raw"
+    assert load().storage.existing.buckets == dict.fromkeys(("AccessLogs", "Raw", "Datasets", "Checkpoints", "Models"))
+
+
+@pytest.mark.parametrize(
+    ("existing", "field", "hint"),
+    [
+        ({"file_system_id": "fs-0123abcd"}, "kms_key_arn", "it encrypts the adopted buckets and file system"),
+        ({"kms_key_arn": KEY.replace("us-east-1", "eu-west-1")}, "kms_key_arn", "in the stage's account and region"),
+        ({"kms_key_arn": KEY, "file_system_id": "0123abcd"}, "file_system_id", "an EFS file system id"),
+        ({"kms_key_arn": KEY, **BUCKETS, "models_bucket": None}, "models_bucket", "all five retained buckets or none"),
+        ({"kms_key_arn": KEY, **BUCKETS, "raw_bucket": "Kept_Raw"}, "raw_bucket", "an S3 bucket name"),
+    ],
+)
+def test_adopting_names_the_field_and_the_fix(existing, field, hint):
+    with pytest.raises(ConfigError) as error:
+        load({"storage": {"existing": existing}})
+    assert error.value.field == f"storage.existing.{field}"
+    assert hint in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("zones", "hint"),
+    [
+        (["us-east-1a"], "2 distinct zones (network.max_azs)"),
+        (["us-east-1a", "us-east-1a"], "2 distinct zones"),
+        (["us-east-1a", "eu-west-1b"], "a zone of the stage's region, e.g. us-east-1a"),
+    ],
+)
+def test_availability_zones_are_max_azs_zones_of_the_region(zones, hint):
+    assert load({"network": {"availability_zones": ["us-east-1c", "us-east-1d"]}}).network.availability_zones
+    with pytest.raises(ConfigError) as error:
+        load({"network": {"availability_zones": zones}})
+    assert error.value.field == "network.availability_zones" and hint in str(error.value)

@@ -86,13 +86,51 @@ class NetworkConfig:
 
     Args:
         max_azs: availability zones to spread subnets over (default 2).
+        availability_zones: which ones, by name, ``max_azs`` of them (default: the region's first ones). The
+            jobs' subnets, the file system's mount targets and an isolated stage's interface endpoints are
+            placed in them: choose zones where every endpoint's service is offered (README, "Deploying to AWS").
         nat_gateways: NAT gateways for egress from the private subnets (default 1; 0 needs ``isolated``).
         isolated: no internet egress at all; AWS services are reached through VPC interface endpoints.
     """
 
     max_azs: int = 2
+    availability_zones: tuple[str, ...] = ()
     nat_gateways: int = 1
     isolated: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class ExistingResources:
+    """What an earlier deployment of the stage kept on ``cdk destroy`` (``retain_data``), adopted by this one
+    instead of created anew beside it (none by default). The stack never deletes what it adopts.
+
+    Args:
+        kms_key_arn: the retained data key; required with the buckets or the file system, which it encrypts.
+        access_logs_bucket, raw_bucket, datasets_bucket, checkpoints_bucket, models_bucket: the retained
+            buckets' names, all five or none (the data buckets still log to the access-log bucket); the stack
+            gives them their TLS-only and log-delivery bucket policies again.
+        file_system_id: the retained file system (``fs-...``); the stack gives it mount targets in its VPC
+            and its ``/datasets`` access point again.
+    """
+
+    kms_key_arn: str | None = None
+    access_logs_bucket: str | None = None
+    raw_bucket: str | None = None
+    datasets_bucket: str | None = None
+    checkpoints_bucket: str | None = None
+    models_bucket: str | None = None
+    file_system_id: str | None = None
+
+    @property
+    def buckets(self) -> dict[str, str | None]:
+        """Construct id (``infra/storage/buckets.py``) -> adopted name."""
+        return {
+            "AccessLogs": self.access_logs_bucket,
+            "Raw": self.raw_bucket,
+            "Datasets": self.datasets_bucket,
+            "Checkpoints": self.checkpoints_bucket,
+            "Models": self.models_bucket,
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,12 +142,14 @@ class StorageConfig:
         efs_provisioned_mibps: throughput for ``provisioned`` mode, in MiB/s.
         retain_data: keep the file system, buckets and key on ``cdk destroy`` (default true).
         log_retention_days: retention of the stack's CloudWatch log groups (a value CloudWatch accepts).
+        existing: retained resources to adopt (:class:`ExistingResources`; default none).
     """
 
     efs_throughput_mode: str = "elastic"
     efs_provisioned_mibps: int = 0
     retain_data: bool = True
     log_retention_days: int = 365
+    existing: ExistingResources = ExistingResources()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -270,12 +310,12 @@ class SecurityConfig:
             unacknowledged finding of any fails synthesis. ``AwsSolutions`` always; any of ``NIST80053R5``,
             ``HIPAASecurity``, ``PCIDSS321`` (default: all four).
         plan_reserved_concurrency: concurrent executions reserved for the Plan function, and its cap
-            (default 5). 0 leaves it unreserved: for accounts at Lambda's quota of 10, where any
-            reservation fails deployment (AWS keeps 10 unreserved).
+            (default 0: none reserved). A reservation fails deployment in any account whose unreserved
+            concurrency would drop below Lambda's minimum of 10 (new accounts start with a quota as low as 10).
     """
 
     compliance_packs: tuple[str, ...] = COMPLIANCE_PACKS
-    plan_reserved_concurrency: int = 5
+    plan_reserved_concurrency: int = 0
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 import typing
@@ -59,8 +60,9 @@ def validate(config: StageConfig) -> None:
     for bucket in config.source_buckets:
         if not re.fullmatch(BUCKET_NAME, bucket):
             raise ConfigError("source_buckets", bucket, "S3 bucket names (3-63 lower-case letters, digits, '.', '-')")
-    _validate_network(config.network)
+    _validate_network(config.network, config.region)
     _validate_storage(config.storage)
+    _validate_existing(config)
     _validate_preprocessing(config.preprocessing)
     _validate_training(config.training)
     _one_of("deploy.instance_type", config.deploy.instance_type, INSTANCE_TYPES)
@@ -74,8 +76,14 @@ def validate(config: StageConfig) -> None:
         raise ConfigError.sentence("training.max_run_hours", problem)
 
 
-def _validate_network(net: NetworkConfig) -> None:
+def _validate_network(net: NetworkConfig, region: str) -> None:
     _positive("network.max_azs", net.max_azs)
+    zones = net.availability_zones
+    if zones and (len(zones) != net.max_azs or len(set(zones)) != len(zones)):
+        raise ConfigError("network.availability_zones", list(zones), f"{net.max_azs} distinct zones (network.max_azs)")
+    for zone in zones:
+        if not re.fullmatch(rf"{region}[a-z]", zone):
+            raise ConfigError("network.availability_zones", zone, f"a zone of the stage's region, e.g. {region}a")
     if net.isolated and net.nat_gateways:
         raise ConfigError("network.nat_gateways", net.nat_gateways, "0 when network.isolated is true")
     if not net.isolated and not 1 <= net.nat_gateways <= net.max_azs:
@@ -91,6 +99,35 @@ def _validate_storage(storage: StorageConfig) -> None:
             "storage.efs_provisioned_mibps", storage.efs_provisioned_mibps, "1 to 3414 MiB/s in provisioned mode"
         )
     _one_of("storage.log_retention_days", storage.log_retention_days, LOG_RETENTION_DAYS)
+
+
+def _validate_existing(config: StageConfig) -> None:
+    """Names that AWS would accept, all five buckets or none, and the key that encrypts what is adopted."""
+    existing, field = config.storage.existing, "storage.existing."
+    key = rf"arn:aws:kms:{config.region}:{config.account}:key/[0-9a-f]{{8}}(-[0-9a-f]{{4}}){{3}}-[0-9a-f]{{12}}"
+    if existing.kms_key_arn is not None and not re.fullmatch(key, existing.kms_key_arn):
+        raise ConfigError(
+            f"{field}kms_key_arn", existing.kms_key_arn, "a KMS key ARN in the stage's account and region"
+        )
+    if existing.file_system_id is not None and not re.fullmatch(
+        r"fs-[0-9a-f]{8}([0-9a-f]{9})?", existing.file_system_id
+    ):
+        raise ConfigError(f"{field}file_system_id", existing.file_system_id, "an EFS file system id, fs-0123abcd...")
+    names = {
+        f"{field}{f.name}": getattr(existing, f.name)
+        for f in dataclasses.fields(existing)
+        if f.name.endswith("_bucket")
+    }
+    for name, value in names.items():
+        if value is not None and not re.fullmatch(BUCKET_NAME, value):
+            raise ConfigError(name, value, "an S3 bucket name (3-63 lower-case letters, digits, '.', '-')")
+    if any(names.values()) and not all(names.values()):
+        missing = next(name for name, value in names.items() if value is None)
+        raise ConfigError(missing, None, "a bucket name: adopt all five retained buckets or none")
+    if (any(names.values()) or existing.file_system_id) and existing.kms_key_arn is None:
+        raise ConfigError(
+            f"{field}kms_key_arn", None, "the retained data key's ARN: it encrypts the adopted buckets and file system"
+        )
 
 
 def _validate_preprocessing(pre: PreprocessingConfig) -> None:

@@ -5,16 +5,34 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 from infra.config import StageConfig, build_dataclass
 
-SETTINGS_ENV = "WORKFLOW_SETTINGS"
+# Lambda caps a function's environment at 4 KB (the JSON of its Variables map), which the stage's defaults alone
+# exceed: the environment carries only the values deployment decides (CloudFormation references), and the rest,
+# known at synth, travels in the function's bundle as SETTINGS_FILE (a path in the bundle, which keeps the
+# repository's layout: beside this module).
+SETTINGS_ENV = "WORKFLOW_RESOURCES"
+SETTINGS_FILE = "infra/plan_step/settings.json"
+DEPLOY_TIME_FIELDS = (
+    "role_arn",
+    "kms_key_arn",
+    "raw_bucket",
+    "datasets_bucket",
+    "checkpoints_bucket",
+    "models_bucket",
+    "file_system_id",
+    "subnet_ids",
+    "security_group_ids",
+)
 
 
 @dataclasses.dataclass(frozen=True)
 class StackSettings:
-    """The stack's resources, passed to the Plan function as one JSON environment variable.
+    """The stack's resources and the stage's defaults, as the Plan function reads them: ``DEPLOY_TIME_FIELDS``
+    from its environment variable ``SETTINGS_ENV``, the others from its bundle's ``SETTINGS_FILE``.
 
     Args:
         job_prefix: every SageMaker name starts with it; the state machine's IAM is scoped to it.
@@ -53,5 +71,18 @@ class StackSettings:
         return build_dataclass(StageConfig, self.stage, "stage.")
 
     @classmethod
+    def from_parts(cls, environment: str, bundled: str) -> StackSettings:
+        """From the environment variable's JSON (``DEPLOY_TIME_FIELDS``) and the bundled file's (the rest)."""
+        return cls(**json.loads(environment), **json.loads(bundled))
+
+    @classmethod
     def from_env(cls) -> StackSettings:
-        return cls(**json.loads(os.environ[SETTINGS_ENV]))
+        """In the Plan function: its environment and the file its bundle carries beside this module."""
+        bundle = Path(__file__).resolve().parents[2]
+        return cls.from_parts(os.environ[SETTINGS_ENV], (bundle / SETTINGS_FILE).read_text())
+
+
+def split_settings(settings: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(environment, bundled): ``DEPLOY_TIME_FIELDS`` and the other fields of a :class:`StackSettings` dict."""
+    environment = {k: v for k, v in settings.items() if k in DEPLOY_TIME_FIELDS}
+    return environment, {k: v for k, v in settings.items() if k not in DEPLOY_TIME_FIELDS}

@@ -9,8 +9,10 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from infra.nag import acknowledge
+from infra.naming import retained_name
 
 BACKUP_POLICY = "service-role/AWSBackupServiceRolePolicyForBackup"
+VAULT_NAME_LIMIT = 50  # AWS::Backup::BackupVault BackupVaultName: ^[a-zA-Z0-9\-\_]{2,50}$
 
 
 class FileSystemBackup(Construct):
@@ -26,7 +28,15 @@ class FileSystemBackup(Construct):
 
     def __init__(self, scope: Construct, id: str, *, file_system: efs.IFileSystem, key: kms.IKey) -> None:
         super().__init__(scope, id)
-        self.vault = backup.BackupVault(self, "Vault", encryption_key=key, removal_policy=RemovalPolicy.RETAIN)
+        # Retained, so named anew for each creation of the stack: a redeploy after `cdk destroy` would otherwise
+        # fail on the name of the vault the destroyed stack kept (CDK's default name is fixed by construct path).
+        self.vault = backup.BackupVault(
+            self,
+            "Vault",
+            backup_vault_name=retained_name(self, "efs", VAULT_NAME_LIMIT),
+            encryption_key=key,
+            removal_policy=RemovalPolicy.RETAIN,
+        )
         self.plan = backup.BackupPlan(
             self,
             "Plan",

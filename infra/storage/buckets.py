@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
@@ -50,11 +51,19 @@ class DataBuckets(Construct):
 
     Args:
         key: the KMS key for the data buckets (access logs use SSE-S3, as S3 log delivery requires).
-        config: removal policy (``retain_data``).
+        config: removal policy (``retain_data``), and the retained buckets to adopt (``existing``), which keep
+            the settings they were made with and get their bucket policies again.
     """
 
     def __init__(self, scope: Construct, id: str, *, key: kms.IKey, config: StorageConfig) -> None:
         super().__init__(scope, id)
+        self.raw: s3.IBucket
+        self.datasets: s3.IBucket
+        self.checkpoints: s3.IBucket
+        self.models: s3.IBucket
+        if config.existing.access_logs_bucket:
+            self._adopt(config.existing.buckets, key)
+            return
         removal = RemovalPolicy.RETAIN if config.retain_data else RemovalPolicy.DESTROY
         auto_delete = not config.retain_data
         self.access_logs = s3.Bucket(
@@ -122,6 +131,45 @@ class DataBuckets(Construct):
         self.checkpoints = data_bucket("Checkpoints")
         self.models = data_bucket("Models")
 
+    def _adopt(self, names: dict[str, str | None], key: kms.IKey) -> None:
+        """The retained buckets with the policies the destroyed stack deleted: TLS only, and log delivery."""
+        adopted = {
+            id: s3.Bucket.from_bucket_attributes(
+                self, id, bucket_name=name, encryption_key=None if id == "AccessLogs" else key
+            )
+            for id, name in names.items()
+        }
+        for id, bucket in adopted.items():
+            policy = s3.BucketPolicy(self, f"{id}Policy", bucket=bucket)
+            policy.document.add_statements(
+                iam.PolicyStatement(
+                    effect=iam.Effect.DENY,
+                    principals=[iam.AnyPrincipal()],
+                    actions=["s3:*"],
+                    resources=[bucket.bucket_arn, bucket.arn_for_objects("*")],
+                    conditions={"Bool": {"aws:SecureTransport": "false"}},
+                )
+            )
+            if id == "AccessLogs":
+                policy.document.add_statements(
+                    *(
+                        iam.PolicyStatement(
+                            principals=[iam.ServicePrincipal("logging.s3.amazonaws.com")],
+                            actions=["s3:PutObject"],
+                            resources=[bucket.arn_for_objects(f"{source.lower()}/*")],
+                            conditions={
+                                "ArnLike": {"aws:SourceArn": adopted[source].bucket_arn},
+                                "StringEquals": {"aws:SourceAccount": Stack.of(self).account},
+                            },
+                        )
+                        for source in adopted
+                        if source != "AccessLogs"
+                    )
+                )
+        self.access_logs = adopted["AccessLogs"]
+        self.raw, self.datasets = adopted["Raw"], adopted["Datasets"]
+        self.checkpoints, self.models = adopted["Checkpoints"], adopted["Models"]
+
     @property
-    def data_buckets(self) -> dict[str, s3.Bucket]:
+    def data_buckets(self) -> dict[str, s3.IBucket]:
         return {"raw": self.raw, "datasets": self.datasets, "checkpoints": self.checkpoints, "models": self.models}

@@ -13,9 +13,9 @@ from aws_cdk import aws_efs as efs
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
-from constructs import Construct
+from constructs import Construct, IDependable
 
-from infra.nag import acknowledge_wildcards, cfn_ref
+from infra.nag import acknowledge_wildcards, bucket_ref
 
 
 class DatasetSync(Construct):
@@ -25,6 +25,7 @@ class DatasetSync(Construct):
         bucket: the datasets bucket; the task reads its ``datasets/`` prefix.
         key: the bucket's KMS key.
         file_system, access_point: the destination.
+        mount_targets: the file system's mount targets, which the destination location waits for.
         vpc, subnet: a subnet with a mount target, where DataSync places its network interface, in a group of
             its own that may reach the file system's mount targets over NFS and nothing else.
     """
@@ -38,6 +39,7 @@ class DatasetSync(Construct):
         key: kms.IKey,
         file_system: efs.IFileSystem,
         access_point: efs.IAccessPoint,
+        mount_targets: IDependable,
         vpc: ec2.IVpc,
         subnet: ec2.ISubnet,
     ) -> None:
@@ -48,6 +50,11 @@ class DatasetSync(Construct):
         efs_role = self._file_system_role(file_system)
         source = self._source(bucket, bucket_role)
         destination = self._destination(file_system, access_point, efs_role, subnet, security_group)
+        # Creating a location tests access at once: CreateLocationEfs fails with "No valid mount targets" until
+        # the mount targets are available (aws/aws-cdk#16826), and either location fails until its role's
+        # policy exists. CloudFormation orders resources only by references and DependsOn.
+        destination.node.add_dependency(mount_targets, efs_role)
+        source.node.add_dependency(bucket_role)
         self.task = self._task(source, destination)
 
     def _principal(self) -> iam.ServicePrincipal:
@@ -94,7 +101,7 @@ class DatasetSync(Construct):
         acknowledge_wildcards(
             bucket_role,
             {
-                f"Resource::{cfn_ref(bucket)}/datasets/*": (
+                f"Resource::{bucket_ref(bucket)}/datasets/*": (
                     "DataSync reads every object under the datasets/ prefix; the include filter of each start "
                     "narrows it to one dataset."
                 ),

@@ -6,7 +6,7 @@ from aws_cdk import RemovalPolicy, Size
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_efs as efs
 from aws_cdk import aws_kms as kms
-from constructs import Construct
+from constructs import Construct, DependencyGroup, IDependable
 
 from infra.config import StorageConfig
 from infra.nag import acknowledge_compliance
@@ -29,6 +29,11 @@ class DatasetFileSystem(Construct):
         key: the KMS key for encryption at rest.
         config: throughput mode and removal policy; a stage that retains data backs the file system up with
             an AWS Backup plan of its own (``FileSystemBackup``), one that does not with EFS automatic backups.
+            With ``existing.file_system_id`` the retained file system is adopted as it is and given mount targets
+            (the destroyed stack deleted its own with its VPC).
+
+    Attributes:
+        mount_targets_available: what a resource that needs the mount targets depends on.
     """
 
     def __init__(
@@ -51,8 +56,51 @@ class DatasetFileSystem(Construct):
             allow_all_outbound=False,
         )
         self.security_group.add_ingress_rule(clients, ec2.Port.tcp(2049), "NFS from SageMaker jobs")
+        self.mount_targets_available: IDependable
+        existing = config.existing.file_system_id
+        self.file_system = self._adopt(existing, vpc, subnets) if existing else self._create(vpc, subnets, key, config)
+        if config.retain_data:
+            self.backup = FileSystemBackup(self, "Backup", file_system=self.file_system, key=key)
+        elif not existing:
+            acknowledge_compliance(
+                self.file_system,
+                {
+                    "EFSInBackupPlan": "This stage does not retain data (storage.retain_data false): the file system "
+                    "holds only a copy of a dataset that DataSync stages from the datasets bucket again on demand. "
+                    "EFS automatic backups are on (AWS Backup's default plan, which cdk-nag cannot see).",
+                },
+                packs=("NIST80053R5", "HIPAASecurity"),
+            )
+        # DataSync writes the dataset through this access point; training reads the same directory.
+        access = {"path": DATASETS_PATH, "create_acl": efs.Acl(owner_uid="0", owner_gid="0", permissions="755")}
+        self.datasets_access_point = (
+            efs.AccessPoint(self, "Datasets", file_system=self.file_system, **access)
+            if existing
+            else self.file_system.add_access_point("Datasets", **access)
+        )
+
+    def _adopt(self, file_system_id: str, vpc: ec2.IVpc, subnets: ec2.SubnetSelection) -> efs.IFileSystem:
+        file_system = efs.FileSystem.from_file_system_attributes(
+            self, "FileSystem", file_system_id=file_system_id, security_group=self.security_group
+        )
+        targets = [
+            efs.CfnMountTarget(
+                self,
+                f"MountTarget{i}",
+                file_system_id=file_system_id,
+                subnet_id=subnet.subnet_id,
+                security_groups=[self.security_group.security_group_id],
+            )
+            for i, subnet in enumerate(vpc.select_subnets(**subnets._values).subnets)
+        ]
+        self.mount_targets_available = DependencyGroup(*targets)
+        return file_system
+
+    def _create(
+        self, vpc: ec2.IVpc, subnets: ec2.SubnetSelection, key: kms.IKey, config: StorageConfig
+    ) -> efs.FileSystem:
         provisioned = config.efs_throughput_mode == "provisioned"
-        self.file_system = efs.FileSystem(
+        file_system = efs.FileSystem(
             self,
             "FileSystem",
             vpc=vpc,
@@ -70,21 +118,5 @@ class DatasetFileSystem(Construct):
             allow_anonymous_access=True,
             removal_policy=RemovalPolicy.RETAIN if config.retain_data else RemovalPolicy.DESTROY,
         )
-        if config.retain_data:
-            self.backup = FileSystemBackup(self, "Backup", file_system=self.file_system, key=key)
-        else:
-            acknowledge_compliance(
-                self.file_system,
-                {
-                    "EFSInBackupPlan": "This stage does not retain data (storage.retain_data false): the file system "
-                    "holds only a copy of a dataset that DataSync stages from the datasets bucket again on demand. "
-                    "EFS automatic backups are on (AWS Backup's default plan, which cdk-nag cannot see).",
-                },
-                packs=("NIST80053R5", "HIPAASecurity"),
-            )
-        # DataSync writes the dataset through this access point; training reads the same directory.
-        self.datasets_access_point = self.file_system.add_access_point(
-            "Datasets",
-            path=DATASETS_PATH,
-            create_acl=efs.Acl(owner_uid="0", owner_gid="0", permissions="755"),
-        )
+        self.mount_targets_available = file_system.mount_targets_available
+        return file_system

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from constructs import Construct
 from infra.aws_limits import LIMITS_FILE, write_limits
 from infra.checkov import skip_checks
 from infra.nag import acknowledge_compliance, acknowledge_wildcards, bucket_ref, cfn_ref
-from infra.plan_step.settings import SETTINGS_ENV
+from infra.plan_step.settings import SETTINGS_ENV, SETTINGS_FILE, split_settings
 from infra.source_bundle import BUILD_DIR, REPO_ROOT
 from infra.training_code import SHARED_FILES, TRAINING_ROOT
 
@@ -44,8 +45,9 @@ NOT_IN_VPC = (
     "ENI permissions on '*' and change nothing it can reach."
 )
 UNRESERVED = (
-    "security.plan_reserved_concurrency is 0 in this stage, for an account at Lambda's quota of 10 concurrent "
-    "executions, where any reservation fails deployment (AWS keeps 10 unreserved). One invocation per execution "
+    "security.plan_reserved_concurrency is 0 (the default): a reservation fails deployment in any account whose "
+    "unreserved concurrency would drop below Lambda's minimum of 10, and new accounts start with a quota as low "
+    "as 10. The state machine retries throttled invocations. One invocation per execution "
     "start; only the state machine's role may invoke it."
 )
 
@@ -61,9 +63,10 @@ def bundled_files() -> list[Path]:
     return sorted(files)
 
 
-def build_plan_code(out_dir: Path = BUILD_DIR / "plan_function") -> Path:
+def build_plan_code(bundled_settings: dict, out_dir: Path = BUILD_DIR / "plan_function") -> Path:
     """Copies the bundled files and the training package's shared files they load, in the repo's layout, and
-    writes the AWS limits the run-time code checks (from botocore, ``infra/aws_limits.py``)."""
+    writes the AWS limits the run-time code checks (from botocore, ``infra/aws_limits.py``) and the settings
+    known at synth (``SETTINGS_FILE``)."""
     shutil.rmtree(out_dir, ignore_errors=True)
     shared = [(TRAINING_ROOT / name).relative_to(REPO_ROOT) for name in SHARED_FILES]
     for module in [*bundled_files(), *shared]:
@@ -71,6 +74,7 @@ def build_plan_code(out_dir: Path = BUILD_DIR / "plan_function") -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(REPO_ROOT / module, target)
     write_limits(out_dir / LIMITS_FILE.relative_to(REPO_ROOT))
+    (out_dir / SETTINGS_FILE).write_text(json.dumps(bundled_settings, indent=1, sort_keys=True))
     return out_dir
 
 
@@ -78,7 +82,8 @@ class PlanFunction(Construct):
     """Validates the execution input, derives job names and builds the SageMaker requests.
 
     Args:
-        settings: the stack's resources as a JSON-serializable dict (tokens allowed).
+        settings: a :class:`~infra.plan_step.settings.StackSettings` as a JSON-serializable dict; its
+            deploy-time fields (tokens allowed) go into the environment, the others into the bundle.
         log_group: the function's log group (encrypted, with retention).
         datasets: the datasets bucket, where it reads manifests and tokenizers and writes the tokenizer's sample list.
         raw: the raw bucket, whose corpus files it lists.
@@ -101,20 +106,25 @@ class PlanFunction(Construct):
         reserved_concurrency: int,
     ) -> None:
         super().__init__(scope, id)
+        stack = cdk.Stack.of(self)
+        environment, bundled = split_settings(settings)
+        if cdk.Token.is_unresolved(json.dumps(bundled)):
+            raise ValueError(f"settings known only at deployment belong in DEPLOY_TIME_FIELDS: {bundled}")
+        code = build_plan_code(bundled, BUILD_DIR / "plan_function" / stack.stack_name)
         role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
         self.function = lambda_.Function(
             self,
             "Function",
             runtime=lambda_.Runtime.PYTHON_3_14,
             handler=HANDLER,
-            code=lambda_.Code.from_asset(str(build_plan_code())),
+            code=lambda_.Code.from_asset(str(code)),
             timeout=cdk.Duration.minutes(1),
             memory_size=512,
             reserved_concurrent_executions=reserved_concurrency or None,
             role=role,
             log_group=log_group,
             tracing=lambda_.Tracing.ACTIVE,
-            environment={SETTINGS_ENV: cdk.Stack.of(self).to_json_string(settings)},
+            environment={SETTINGS_ENV: stack.to_json_string(environment)},
             environment_encryption=key,
             description="Plan step of the GPT pre-training workflow",
         )
@@ -130,7 +140,7 @@ class PlanFunction(Construct):
             iam.PolicyStatement(actions=["s3:PutObject"], resources=[datasets.arn_for_objects("inputs/*")])
         )
         # The object it writes is encrypted with the data key, by S3 on its behalf.
-        s3_only = {"StringEquals": {"kms:ViaService": f"s3.{cdk.Stack.of(self).region}.amazonaws.com"}}
+        s3_only = {"StringEquals": {"kms:ViaService": f"s3.{stack.region}.amazonaws.com"}}
         role.add_to_policy(
             iam.PolicyStatement(actions=["kms:GenerateDataKey"], resources=[key.key_arn], conditions=s3_only)
         )
@@ -152,7 +162,7 @@ class PlanFunction(Construct):
             role,
             {
                 "Resource::*": "X-Ray's PutTraceSegments and PutTelemetryRecords have no resource-level permission.",
-                f"Resource::{cfn_ref(datasets)}/inputs/*": (
+                f"Resource::{bucket_ref(datasets)}/inputs/*": (
                     "The function writes one object per execution under inputs/ (the tokenizer's sample list); "
                     "its key contains the execution's job name."
                 ),
