@@ -1,8 +1,9 @@
 """The training report: one self-contained HTML file (inline SVG, no scripts) written at the end of the job.
 
-Plots of the logging windows (loss and validation loss, tokens/s and MFU, the split of step time,
-learning rate, gradient norm), the last validation figures with their standard errors (the fixed sample, and the
-whole split at the end), and each health rule's verdict with its numbers and what to change.
+Plots of the logging windows on axes ticked at round values (loss with the tokens seen along the top and
+validation loss with ±1 standard-error bars, tokens/s and MFU, the split of step time, learning rate, gradient
+norm), the last validation figures with their standard errors (the fixed sample, and the whole split at the
+end), and each health rule's verdict with its numbers and what to change.
 """
 
 from __future__ import annotations
