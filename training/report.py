@@ -37,7 +37,7 @@ def tick_spacing(span: float, count: int = 5) -> float:
 
 def round_ticks(low: float, high: float, count: int = 5) -> list[float]:
     """Multiples of a round spacing from the one at or below ``low`` to the one at or above ``high``."""
-    step = tick_spacing(high - low, count)
+    step = tick_spacing(high - low or abs(low) * 0.1, count)  # a flat line: a tenth of its value
     first, last = math.floor(low / step + 1e-9), math.ceil(high / step - 1e-9)
     return [float(f"{i * step:.12g}") for i in range(first, max(last, first + 1) + 1)]
 
@@ -46,7 +46,7 @@ def tick_label(value: float, ticks: list[float]) -> str:
     """``250``, ``0.0015``, ``1.2M``: the value to the precision of the spacing, large ones with k/M/G/T."""
     largest = max(abs(t) for t in ticks)
     power = 3 * min(4, math.floor(math.log10(largest) / 3)) if largest >= 1e4 else 0
-    spacing = (ticks[1] - ticks[0]) / 10**power
+    spacing = (ticks[1] - ticks[0]) / 10**power if len(ticks) > 1 else 0.001  # a lone tick: 3 decimals at most
     digits = max(0, -math.floor(math.log10(spacing) + 1e-9))
     return f"{round(value / 10**power, digits):g}{' kMGT'[power // 3].strip()}" if value else "0"
 
@@ -88,7 +88,8 @@ def line_chart(title: str, series: Series, top_axis: tuple[str, float] | None = 
     parts.append(f'<text x="{WIDTH / 2}" y="{HEIGHT - 8}" text-anchor="middle">step</text>')
     if top_axis:
         name, scale = top_axis
-        top = [t for t in round_ticks(x0 * scale, x1 * scale) if x0 * scale <= t <= x1 * scale]
+        low, high = x0 * scale * (1 - 1e-9), x1 * scale * (1 + 1e-9)
+        top = [t for t in round_ticks(x0 * scale, x1 * scale) if low <= t <= high]
         parts.append(f'<text x="{LEFT - 12}" y="{TOP - 6}" text-anchor="end">{html.escape(name)}</text>')
         for t in top:
             parts.append(

@@ -35,7 +35,7 @@ def test_ticks_are_round_multiples_of_1_2_or_5_times_a_power_of_ten_covering_the
     assert round_ticks(3.6, 7.55) == [3, 4, 5, 6, 7, 8]
     assert round_ticks(6.67e-4, 2e-3) == [0.0005, 0.001, 0.0015, 0.002]
     assert round_ticks(0.12, 0.27) == [0.1, 0.15, 0.2, 0.25, 0.3]
-    assert round_ticks(5.0, 5.0) == [5.0, 6.0]  # a flat line still gets an axis
+    assert round_ticks(5.0, 5.0) == [5.0, 5.1] and round_ticks(0, 0) == [0, 1]  # a flat line still gets an axis
     for low, high in [(0.0013, 0.0071), (17, 9_431), (-3.2, 41), (1e6, 1.07e7)]:
         ticks = round_ticks(low, high)
         spacing = ticks[1] - ticks[0]
@@ -44,6 +44,7 @@ def test_ticks_are_round_multiples_of_1_2_or_5_times_a_power_of_ten_covering_the
         assert all(abs(t / spacing - round(t / spacing)) < 1e-9 for t in ticks) and len(ticks) <= 7
     assert [tick_label(t, [0, 500_000, 1_000_000]) for t in (0, 500_000, 1_000_000)] == ["0", "0.5M", "1M"]
     assert tick_label(0.0015, [0.001, 0.0015]) == "0.0015" and tick_label(250, [200, 250]) == "250"
+    assert tick_label(1.5e6, [1.5e6]) == "1.5M"  # a lone tick (a tokens axis clipped to the steps' range)
 
 
 def test_loss_chart_has_a_tokens_axis_and_validation_error_bars():
