@@ -1,7 +1,7 @@
 """Every request the Plan step builds, held against botocore's service models, the API reference's rules and the
 SDK; every Task state's static Parameters against its operation's input; the IAM each integration needs.
 
-The matrix covers both stages and the inputs users send: the default, the README's full and pipeline inputs, spot
+The matrix covers both stages and the inputs users send: the default, the full and pipeline inputs of docs/, spot
 on and off, EFS and S3 data, deploy, long and odd execution names. ``test_*_catch_seeded_defects`` shows each check
 failing on a defect of the kind it exists for.
 """
@@ -47,16 +47,17 @@ PILE_SUBSETS = (
 )  # fmt: skip
 
 
-def readme_input(starts_with: str) -> dict:
-    """A JSON block of the README, found by its first characters."""
-    blocks = ROOT.joinpath("README.md").read_text().split("```json\n")[1:]
+def docs_input(starts_with: str) -> dict:
+    """A JSON block of a page under docs/ (the execution input's, model parallelism's), by its first characters."""
+    text = "".join(page.read_text() for page in sorted(ROOT.joinpath("docs").glob("*.md")))
+    blocks = text.split("```json\n")[1:]
     return json.loads(next(b.split("```")[0] for b in blocks if b.startswith(starts_with)))
 
 
 INPUTS = {
     "default": {},
-    "readme-full": readme_input('{\n  "corpus"'),
-    "readme-pipeline": readme_input('{"training": {"model_preset": "gpt3-2.7b"'),
+    "docs-full": docs_input('{\n  "corpus"'),
+    "docs-pipeline": docs_input('{"training": {"model_preset": "gpt3-2.7b"'),
     "spot-off-s3-deploy": {"training": {"spot": False, "data_source": "s3"}, "deploy": True},
     "spot-on-efs-cpu-deploy": {
         "training": {"spot": True, "data_source": "efs", "instance_type": "ml.p3.16xlarge", "precision": "fp16",

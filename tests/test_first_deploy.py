@@ -170,8 +170,8 @@ def test_subnets_and_interface_endpoints_are_in_the_zones_the_stage_chooses(adop
     assert interface and all({s["Ref"] for s in e["SubnetIds"]} == set(subnets) for e in interface)
 
 
-def test_readme_says_how_to_check_where_each_interface_endpoint_is_offered():
-    readme = (ROOT / "README.md").read_text()
+def test_the_deploy_page_says_how_to_check_where_each_interface_endpoint_is_offered():
+    readme = (ROOT / "docs" / "deploy.md").read_text()
     command = readme[readme.index("aws ec2 describe-vpc-endpoint-services") :].split("```")[0].split()
     services = [f"com.amazonaws.REGION.{s.short_name}" for s in ISOLATED_ENDPOINTS.values()]
     assert [s for s in services if s not in command] == []

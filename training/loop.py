@@ -216,7 +216,7 @@ class TrainingRun:
         validation = self.validation_dataset(a.eval_batches) if self.inputs.validation else None
         last_saved = self.start_step
         timer, steps_timed = time.perf_counter(), 0
-        observer = RunObserver(a, self.engine, self.model.trainable_variables, self.is_chief)
+        observer = RunObserver(a, self.engine, self.model.trainable_variables, self.is_chief, trainer.tokens_per_step)
         stop = StopSignal(self.engine)
         try:
             observer.start()

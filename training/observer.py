@@ -39,9 +39,10 @@ def health_fields(window: Window, step_s: float, loss_drop_pct: float | None) ->
 
 
 class RunObserver:
-    """Args: the hyperparameters, the engine and trainable variables (for the sync probe), and whether chief."""
+    """Args: the hyperparameters, the engine and trainable variables (for the sync probe), whether chief, and the
+    tokens one step trains on (the report's tokens axis)."""
 
-    def __init__(self, args, engine, variables: list, is_chief: bool):
+    def __init__(self, args, engine, variables: list, is_chief: bool, tokens_per_step: int = 0):
         self.rules = HealthRules.from_json(args.health_rules)
         self.chief = is_chief
         self.timer = StepTimer(sync_probe(engine, variables))
@@ -51,6 +52,7 @@ class RunObserver:
             args.tensorboard_dir if is_chief else None, args.profile_start, args.profile_steps
         )
         self.report_dir = args.tensorboard_dir if is_chief else ""
+        self.tokens_per_step = tokens_per_step
         self.windows: list[Window] = []
         self.validation: list[tuple[int, Evaluation]] = []
         self.split: tuple[int, Evaluation] | None = None  # the whole validation split, at the end
@@ -70,7 +72,9 @@ class RunObserver:
             for verdict in results:
                 emit(f"[verdict] {verdict.rule}: {verdict.status}: {verdict.finding}")
             if self.report_dir:
-                path = write_report(self.report_dir, title, self.windows, self.validation, results, self.split)
+                path = write_report(
+                    self.report_dir, title, self.windows, self.validation, results, self.split, self.tokens_per_step
+                )
                 emit(f"[report] {path}")
 
     def next_batch(self, batches: Iterator) -> Any:

@@ -48,6 +48,7 @@ def test_slowed_input_is_reported_input_bound_with_its_share(dataset_dir, tmp_pa
     assert verdict(out, "loss not decreasing").startswith("ok")
     report = (tmp_path / "tb" / REPORT_FILE).read_text()
     assert "input-bound" in report and report.count("<svg") == 6
+    assert ">tokens</text>" in report and report.count('class="error-bar"') == 2  # the loss chart's extras
     # the fixed sample (2 batches x 2 sequences) at steps 12 and 24, then the whole split once
     assert re.findall(r"^\[valid\] step=(\d+) .* sequences=(\d+)$", out, re.M) == [("12", "4"), ("24", "4")]
     whole = run.inputs.validation.manifest.sequences("validation")

@@ -38,7 +38,7 @@ TRAINING_RESULT_DEFAULTS = {
 
 
 class Workflow(Construct):
-    """The state machine users start with a JSON input (see README), and its role.
+    """The state machine users start with a JSON input (see docs/workflow.md), and its role.
 
     Args:
         plan_function: the Plan step's function.
