@@ -75,8 +75,12 @@ def test_two_mirrored_replicas_match_one_device_on_the_same_global_batch(dataset
         m = two.train_step(batch)
         s = one.train_step(tf.reshape(batch, (1, 1, 4, T + 1)))  # the two replicas' halves, side by side
         assert m.loss == pytest.approx(s.loss, rel=1e-5)
+    # Adam divides by sqrt(v) + 1e-8: where a gradient is near 1e-8, the replicas' summed halves and the one
+    # device's full batch round differently and move the weight by up to ~1% of lr (seen: 3.2e-5 of lr 3e-3, one
+    # weight of 16,384, in one run of the whole suite). A wrong sum moves most weights by about lr.
     for x, y in zip(model_m.get_weights(), model_s.get_weights(), strict=True):
-        np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5)
+        apart = np.abs(x - y) > 1e-5 + 1e-4 * np.abs(y)
+        assert apart.mean() < 1e-3 and np.abs(x - y).max() < 0.05 * 3e-3, (apart.sum(), np.abs(x - y).max())
     assert two.tokens_per_step == one.tokens_per_step == 4 * T
 
 
