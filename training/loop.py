@@ -15,16 +15,16 @@ import numpy as np
 import parallelism
 import tensorflow as tf
 import token_shards
-from batch import accumulation_steps, global_batch
 from checkpoint import Checkpointer
+from contract.batch import accumulation_steps, global_batch
+from contract.presets import Preset, flops_per_token, get_shape
+from contract.recipe import Recipe, run_recipe
 from data import evaluation_dataset, token_dataset
 from export import export, float32_copy
-from gpt.presets import Preset, flops_per_token, get_shape
 from hf_export import HF_DIR, export_hf
 from job import JobError, check_inputs, cluster
 from metrics import device_peak_tflops, emit, model_flops_utilisation, train_line, valid_line
 from observer import RunObserver
-from recipe import Recipe, run_recipe
 from schedule import WarmupCosine
 from stop_signal import StopSignal
 from trainer import PRECISIONS, Trainer

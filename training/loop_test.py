@@ -2,8 +2,8 @@ import re
 
 import numpy as np
 import pytest
-from gpt.presets import parameter_count
-from hparams import parse_args
+from contract.hparams import parse_args
+from contract.presets import parameter_count
 from job import JobError
 from loop import TrainingRun, weights_digest
 

@@ -11,7 +11,7 @@ import statistics
 from pathlib import Path
 
 import pytest
-from health import Window
+from contract.health import Window
 from heartbeat import Heartbeat
 from metrics import Evaluation, health_line, model_flops_utilisation, perplexity, train_line, valid_line
 from observer import health_fields

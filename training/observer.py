@@ -14,8 +14,8 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from contract.health import HealthRules, Window, loss_drop_percent, verdicts
 from device_memory import PeakMemory
-from health import HealthRules, Window, loss_drop_percent, verdicts
 from heartbeat import Heartbeat
 from metrics import Evaluation, emit, health_line
 from report import write_report

@@ -5,7 +5,7 @@ import time
 
 import loop
 import tensorflow as tf
-from hparams import parse_args
+from contract.hparams import parse_args
 from loop import TrainingRun
 from report import REPORT_FILE
 

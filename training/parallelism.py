@@ -13,7 +13,7 @@ from typing import Any
 
 import keras
 import tensorflow as tf
-from batch import pipeline_microbatches
+from contract.batch import pipeline_microbatches
 from engines import make_engine, make_pipeline_engine
 from gpt.model import GPT
 from gpt.pipeline.model import PipelinedGPT

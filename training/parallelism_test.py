@@ -3,7 +3,7 @@
 from types import SimpleNamespace
 
 import pytest
-from batch import BatchError
+from contract.batch import BatchError
 from parallelism import DataParallel, Pipelined, for_run
 
 

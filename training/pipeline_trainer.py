@@ -18,7 +18,7 @@ on the caller's device: returning them would copy every stage's gradients to dev
 from __future__ import annotations
 
 import tensorflow as tf
-from batch import pipeline_microbatches
+from contract.batch import pipeline_microbatches
 from engines import PipelineEngine
 from gpt.loss import sparse_cross_entropy
 from gpt.pipeline.gpipe import gpipe_gradients

@@ -11,7 +11,7 @@ import html
 import math
 from pathlib import Path
 
-from health import Verdict, Window
+from contract.health import Verdict, Window
 from metrics import Evaluation, perplexity
 
 REPORT_FILE = "training-report.html"

@@ -1,7 +1,7 @@
 import math
 
-from health import Verdict
-from health_test import window
+from contract.health import Verdict
+from contract.health_test import window
 from metrics import Evaluation
 from report import line_chart, write_report
 

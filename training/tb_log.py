@@ -12,7 +12,7 @@ import dataclasses
 from pathlib import Path
 
 import tensorflow as tf
-from health import Window
+from contract.health import Window
 
 # What tf.summary.scalar writes, without the tensorboard package (the local venv has none): a float tensor
 # tagged for TensorBoard's scalars plugin.

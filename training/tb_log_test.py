@@ -1,6 +1,6 @@
 import pytest
 import tensorflow as tf
-from health_test import window
+from contract.health_test import window
 from tb_log import TensorBoardLog
 
 

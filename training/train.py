@@ -23,7 +23,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from hparams import parse_args
+from contract.hparams import parse_args
 
 
 class TrainingError(RuntimeError):

@@ -1,5 +1,6 @@
 import pytest
-from health import HealthRules, Window, loss_drop_percent, verdicts
+
+from contract.health import HealthRules, Window, loss_drop_percent, verdicts
 
 
 def window(step, loss, *, input_share=0.1, compute_share=0.85, skipped=0, memory_share=0.5):

@@ -1,7 +1,8 @@
 import json
 
 import pytest
-from hparams import SCHEMA, HyperparameterError, _decode, check_hyperparameters, parse_args, str2bool
+
+from contract.hparams import SCHEMA, HyperparameterError, _decode, check_hyperparameters, parse_args, str2bool
 
 
 def test_defaults_come_from_the_sagemaker_environment():

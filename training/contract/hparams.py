@@ -100,7 +100,7 @@ class Hyperparameter:
 H = Hyperparameter
 SCHEMA: tuple[Hyperparameter, ...] = (
     # Model
-    H("model_preset", TEXT, "gpt3-125m", "row of gpt/presets.json: tiny, small, gpt3-125m ... gpt3-13b"),
+    H("model_preset", TEXT, "gpt3-125m", "row of contract/presets.json: tiny, small, gpt3-125m ... gpt3-13b"),
     H("n_layer", integer(0), 0, "blocks; 0 = the preset's"),
     H("d_model", integer(0), 0, "model width; 0 = the preset's"),
     H("n_head", integer(0), 0, "attention heads (dividing d_model); 0 = the preset's"),

@@ -1,6 +1,6 @@
 import pytest
 
-from gpt.pipeline.balance import balanced_runs
+from contract.balance import balanced_runs
 
 
 def test_runs_minimise_the_heaviest_then_even_out_then_lighten_the_last():

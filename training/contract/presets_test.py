@@ -1,8 +1,8 @@
 import pytest
 import tensorflow as tf
-
 from gpt.model import GPT
-from gpt.presets import get_preset, load_presets, parameter_count
+
+from contract.presets import get_preset, load_presets, parameter_count
 
 GPT3_VOCAB, GPT3_CONTEXT = 50_257, 2_048
 

@@ -1,5 +1,6 @@
 import pytest
-from batch import BatchError, accumulation_steps, global_batch, optimizer_steps, pipeline_microbatches
+
+from contract.batch import BatchError, accumulation_steps, global_batch, optimizer_steps, pipeline_microbatches
 
 
 def test_accumulation_reaches_the_global_batch():

@@ -1,6 +1,7 @@
 import pytest
-from gpt.presets import get_preset
-from recipe import run_recipe
+
+from contract.presets import get_preset
+from contract.recipe import run_recipe
 
 
 def test_the_paper_recipe_has_no_departures():
