@@ -8,7 +8,7 @@
         ckpt-<step>_temp/            a write in progress (TF renames it when complete); the chief deletes
                                      leftovers of killed writes when it starts
 
-The data position is global: the index of the next sequence of the stream (``sequence_order.py``), the
+The data position is global: the index of the next sequence of the stream (``data/sequence_order.py``), the
 same number whatever the number of workers; a resumed run starts its stream there
 (``data.token_dataset(start_sequence=...)``), on any cluster. Only the chief writes; every worker
 restores. Saves are asynchronous where TF allows: variables are copied in the step and written in the

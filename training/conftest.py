@@ -14,7 +14,7 @@ import socket
 from pathlib import Path
 
 import pytest
-import token_shards
+from data import token_shards
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 

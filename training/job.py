@@ -12,7 +12,7 @@ import dataclasses
 import json
 import os
 
-from data import Channel, open_channel
+from data.channel import Channel, open_channel
 from tokenizers import Tokenizer
 
 

@@ -14,12 +14,12 @@ import keras
 import numpy as np
 import parallelism
 import tensorflow as tf
-import token_shards
 from checkpoint import Checkpointer
 from contract.batch import accumulation_steps, global_batch
 from contract.presets import Preset, flops_per_token, get_shape
 from contract.recipe import Recipe, run_recipe
-from data import evaluation_dataset, token_dataset
+from data import token_shards
+from data.channel import evaluation_dataset, token_dataset
 from export import export, float32_copy
 from hf_export import HF_DIR, export_hf
 from job import JobError, check_inputs, cluster

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
-import token_shards
+from data import token_shards
 from metrics_test import defined, parse
 from train import main
 
@@ -265,7 +265,7 @@ def text(lines: list[tuple[float, str]]) -> str:
 
 
 def test_two_workers_end_identical_and_match_one_process_on_the_global_batch(two_worker_run, dataset_dir):
-    from data import open_channel, token_dataset
+    from data.channel import open_channel, token_dataset
     from gpt.model import GPT
     from keras.utils import set_random_seed
     from schedule import WarmupCosine

@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from data import evaluation_dataset, open_channel, spread_sample, token_dataset
+from data.channel import evaluation_dataset, open_channel, spread_sample, token_dataset
 from engines import StrategyEngine
 from gpt.model import GPT
 from schedule import WarmupCosine

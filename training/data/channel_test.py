@@ -3,11 +3,11 @@ import shutil
 import numpy as np
 import pytest
 import tensorflow as tf
-import token_shards
-from data import DataError, SequenceStream, evaluation_dataset, open_channel, token_dataset
-from sequence_order import ORDERS
 
 from conftest import SEQUENCE_LENGTH, write_dataset
+from data import token_shards
+from data.channel import DataError, SequenceStream, evaluation_dataset, open_channel, token_dataset
+from data.sequence_order import ORDERS
 
 
 def records_as_arrays(channel) -> set[bytes]:

@@ -1,5 +1,6 @@
 import numpy as np
-from sequence_order import PermutedOrder, SequenceOrder
+
+from data.sequence_order import PermutedOrder, SequenceOrder
 
 SIZES = [100, 50, 130, 7]  # 287 records in files of different lengths, short last blocks
 

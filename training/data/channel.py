@@ -26,8 +26,9 @@ from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
-import token_shards
-from sequence_order import make_order
+
+from data import token_shards
+from data.sequence_order import make_order
 
 # Shard files kept open between reads (all closed when more are needed). A permuted step reads from nearly as many
 # files as it has sequences: 1,024 keeps every shard of a 1 TiB split of 1 GiB shards open (within `ulimit -n`).
