@@ -23,8 +23,8 @@ from data.channel import evaluation_dataset, token_dataset
 from export import export, float32_copy
 from hf_export import HF_DIR, export_hf
 from job import JobError, check_inputs, cluster
-from metrics import device_peak_tflops, emit, model_flops_utilisation, train_line, valid_line
-from observer import RunObserver
+from observe.metrics import device_peak_tflops, emit, model_flops_utilisation, train_line, valid_line
+from observe.observer import RunObserver
 from schedule import WarmupCosine
 from stop_signal import StopSignal
 from trainer import PRECISIONS, Trainer

@@ -23,7 +23,7 @@ from engines import PipelineEngine
 from gpt.loss import sparse_cross_entropy
 from gpt.pipeline.gpipe import gpipe_gradients
 from gpt.pipeline.model import PipelinedGPT, stage_of, variable_device
-from metrics import Evaluation
+from observe.metrics import Evaluation
 from trainer import AdamW, Trainer, make_optimizer, sequence_loss_sums
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from data import token_shards
-from metrics_test import defined, parse
+from observe.metrics_test import defined, parse
 from train import main
 
 from conftest import free_ports, write_dataset

@@ -21,7 +21,7 @@ import math
 import keras
 import numpy as np
 import tensorflow as tf
-from metrics import Evaluation
+from observe.metrics import Evaluation
 
 PRECISIONS = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 

@@ -64,7 +64,7 @@ ENDPOINT_FIELDS = ("EndpointName", "EndpointConfigName", "Tags")
 PROCESSING_BASE = "/opt/ml/processing"
 CHECKPOINT_DIR = "/opt/ml/checkpoints"
 TENSORBOARD_DIR = "/opt/ml/output/tensorboard"  # TensorBoardOutputConfig's LocalPath (and its default)
-REPORT_FILE = "training-report.html"  # what train.py writes into TENSORBOARD_DIR (training/report.py)
+REPORT_FILE = "training-report.html"  # what train.py writes into TENSORBOARD_DIR (training/observe/report.py)
 PREPROCESS_HOURS = 24
 # How long a job's Task state waits before it times out (ASL's default is 60 s): the longest the job may
 # take, so that SageMaker's own limits (MaxRuntime, MaxWait) end a job first, plus an hour.

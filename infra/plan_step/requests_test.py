@@ -238,7 +238,7 @@ def test_profiler_report_link_points_where_the_report_rule_writes(settings):
 
 
 def test_the_report_link_names_the_file_train_py_writes():
-    source = (Path(__file__).parents[2] / "training" / "report.py").read_text()
+    source = (Path(__file__).parents[2] / "training" / "observe" / "report.py").read_text()
     assert f'REPORT_FILE = "{requests.REPORT_FILE}"' in source
 
 

@@ -2,8 +2,9 @@ import math
 
 from contract.health import Verdict
 from contract.health_test import window
-from metrics import Evaluation
-from report import line_chart, write_report
+
+from observe.metrics import Evaluation
+from observe.report import line_chart, write_report
 
 
 def test_chart_draws_one_line_per_series_and_skips_non_finite_points():

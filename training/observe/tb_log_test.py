@@ -1,7 +1,8 @@
 import pytest
 import tensorflow as tf
 from contract.health_test import window
-from tb_log import TensorBoardLog
+
+from observe.tb_log import TensorBoardLog
 
 
 def scalars(folder):

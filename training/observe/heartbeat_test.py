@@ -1,7 +1,7 @@
 import re
 import time
 
-from heartbeat import Heartbeat
+from observe.heartbeat import Heartbeat
 
 
 def test_heartbeat_keeps_talking_while_no_step_comes_and_tracks_the_longest_gap():

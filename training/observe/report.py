@@ -12,7 +12,8 @@ import math
 from pathlib import Path
 
 from contract.health import Verdict, Window
-from metrics import Evaluation, perplexity
+
+from observe.metrics import Evaluation, perplexity
 
 REPORT_FILE = "training-report.html"
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")

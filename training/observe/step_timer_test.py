@@ -3,7 +3,8 @@ import time
 import pytest
 import tensorflow as tf
 from engines import StrategyEngine
-from step_timer import StepTimer, WindowTimes, sync_probe
+
+from observe.step_timer import StepTimer, WindowTimes, sync_probe
 
 
 def test_window_splits_step_time_into_input_compute_and_sync():

@@ -15,12 +15,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from contract.health import HealthRules, Window, loss_drop_percent, verdicts
-from device_memory import PeakMemory
-from heartbeat import Heartbeat
-from metrics import Evaluation, emit, health_line
-from report import write_report
-from step_timer import StepTimer, sync_probe
-from tb_log import TensorBoardLog
+
+from observe.device_memory import PeakMemory
+from observe.heartbeat import Heartbeat
+from observe.metrics import Evaluation, emit, health_line
+from observe.report import write_report
+from observe.step_timer import StepTimer, sync_probe
+from observe.tb_log import TensorBoardLog
 
 
 def health_fields(window: Window, step_s: float, loss_drop_pct: float | None) -> dict[str, float | None]:

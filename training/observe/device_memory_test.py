@@ -1,4 +1,4 @@
-from device_memory import PeakMemory
+from observe.device_memory import PeakMemory
 
 
 def test_peak_on_this_cpu_machine_is_the_process_high_water_mark_against_host_memory():

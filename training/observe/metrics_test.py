@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 from contract.health import Window
-from heartbeat import Heartbeat
-from metrics import Evaluation, health_line, model_flops_utilisation, perplexity, train_line, valid_line
-from observer import health_fields
 
-DEFINITIONS_FILE = Path(__file__).resolve().parent.parent / "infra" / "plan_step" / "metric_definitions.py"
+from observe.heartbeat import Heartbeat
+from observe.metrics import Evaluation, health_line, model_flops_utilisation, perplexity, train_line, valid_line
+from observe.observer import health_fields
+
+DEFINITIONS_FILE = Path(__file__).resolve().parents[2] / "infra" / "plan_step" / "metric_definitions.py"
 METRIC_DEFINITIONS = runpy.run_path(str(DEFINITIONS_FILE))["METRIC_DEFINITIONS"]
 
 

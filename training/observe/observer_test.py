@@ -7,7 +7,8 @@ import loop
 import tensorflow as tf
 from contract.hparams import parse_args
 from loop import TrainingRun
-from report import REPORT_FILE
+
+from observe.report import REPORT_FILE
 
 
 def tiny_run(dataset_dir, tmp_path, *extra):
