@@ -20,8 +20,8 @@ from contract.presets import Preset, flops_per_token, get_shape
 from contract.recipe import Recipe, run_recipe
 from data import token_shards
 from data.channel import evaluation_dataset, token_dataset
-from export import export, float32_copy
-from hf_export import HF_DIR, export_hf
+from export.hugging_face import HF_DIR, export_hf
+from export.saved_model import export, float32_copy
 from job import JobError, check_inputs, cluster
 from observe.metrics import device_peak_tflops, emit, model_flops_utilisation, train_line, valid_line
 from observe.observer import RunObserver

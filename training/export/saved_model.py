@@ -8,7 +8,7 @@
         code/requirements.txt tokenizers, which the hooks need
         code/lib/tokenizers/  the installed tokenizers package, when exported on Linux x86-64 (endpoints without
                               internet access cannot pip install; the container then ignores requirements.txt)
-        hf/                   the Hugging Face GPT-2 checkpoint, written beside this by hf_export.py
+        hf/                   the Hugging Face GPT-2 checkpoint, written beside this by hugging_face.py
 
 Signatures:
     serving_default (generate; decoding in a tf.while_loop with a key/value cache)
@@ -38,7 +38,7 @@ from gpt.generate import generate
 from gpt.model import GPT
 
 SAVED_MODEL_VERSION = "1"
-SERVING_CODE = Path(__file__).resolve().parent / "serving"
+SERVING_CODE = Path(__file__).resolve().parents[1] / "serving"
 
 
 class GPTServing(tf.Module):

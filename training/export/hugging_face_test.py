@@ -12,12 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
-from export import float32_copy
 from gpt.model import GPT
 from gpt.pipeline.model import PipelinedGPT, stage_of
-from hf_export import END_OF_TEXT, export_hf, gpt2_tensors
 
-TABLE = json.loads((Path(__file__).parents[1] / "tests" / "hf" / "transformers_gpt2.json").read_text())
+from export.hugging_face import END_OF_TEXT, export_hf, gpt2_tensors
+from export.saved_model import float32_copy
+
+TABLE = json.loads((Path(__file__).parents[2] / "tests" / "hf" / "transformers_gpt2.json").read_text())
 SHAPE = TABLE["config"]  # vocab 80, 16 positions, 2 layers of 32, 2 heads
 EOT = 3
 

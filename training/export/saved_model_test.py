@@ -5,9 +5,10 @@ import tarfile
 
 import numpy as np
 import tensorflow as tf
-from export import export, float32_copy
 from gpt.generate import generate
 from gpt.model import GPT
+
+from export.saved_model import export, float32_copy
 
 
 def test_saved_model_serves_generation_and_logits(tmp_path):
