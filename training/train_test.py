@@ -268,9 +268,9 @@ def test_two_workers_end_identical_and_match_one_process_on_the_global_batch(two
     from data.channel import open_channel, token_dataset
     from gpt.model import GPT
     from keras.utils import set_random_seed
-    from schedule import WarmupCosine
-    from trainer import Trainer, make_optimizer
-    from trainer_test import default_engine
+    from run.schedule import WarmupCosine
+    from run.trainer import Trainer, make_optimizer
+    from run.trainer_test import default_engine
 
     folder, (chief_lines, other_lines) = two_worker_run
     chief, other = text(chief_lines), text(other_lines)

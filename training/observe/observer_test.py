@@ -3,10 +3,10 @@
 import re
 import time
 
-import loop
 import tensorflow as tf
 from contract.hparams import parse_args
-from loop import TrainingRun
+from run import loop
+from run.loop import TrainingRun
 
 from observe.report import REPORT_FILE
 

@@ -2,7 +2,7 @@ import time
 
 import pytest
 import tensorflow as tf
-from engines import StrategyEngine
+from run.engines import StrategyEngine
 
 from observe.step_timer import StepTimer, WindowTimes, sync_probe
 

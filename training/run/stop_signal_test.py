@@ -2,8 +2,9 @@ import os
 import signal
 
 import tensorflow as tf
-from engines import StrategyEngine
-from stop_signal import StopSignal
+
+from run.engines import StrategyEngine
+from run.stop_signal import StopSignal
 
 
 def test_sigterm_is_noted_until_restored():

@@ -14,12 +14,13 @@ from typing import Any
 import keras
 import tensorflow as tf
 from contract.batch import pipeline_microbatches
-from engines import make_engine, make_pipeline_engine
 from gpt.model import GPT
 from gpt.pipeline.model import PipelinedGPT
-from job import JobError
-from pipeline_trainer import PipelineTrainer, build_pipeline_replicas
-from trainer import Trainer, make_optimizer
+
+from run.engines import make_engine, make_pipeline_engine
+from run.job import JobError
+from run.pipeline_trainer import PipelineTrainer, build_pipeline_replicas
+from run.trainer import Trainer, make_optimizer
 
 
 def optimizer_arguments(args) -> dict:

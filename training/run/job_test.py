@@ -1,4 +1,4 @@
-from job import cluster
+from run.job import cluster
 
 
 def test_cluster_from_the_sagemaker_environment():

@@ -1,13 +1,14 @@
 import json
 import types
 
-import engines
 import numpy as np
 import pytest
 import tensorflow as tf
-from engines import HorovodEngine, StrategyEngine, choose_engine, sagemaker_tf_config, worker_position
 from gpt.model import GPT
-from trainer import Trainer, make_optimizer
+
+from run import engines
+from run.engines import HorovodEngine, StrategyEngine, choose_engine, sagemaker_tf_config, worker_position
+from run.trainer import Trainer, make_optimizer
 
 
 def test_auto_picks_by_environment(monkeypatch):

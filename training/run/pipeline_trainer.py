@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import tensorflow as tf
 from contract.batch import pipeline_microbatches
-from engines import PipelineEngine
 from gpt.loss import sparse_cross_entropy
 from gpt.pipeline.gpipe import gpipe_gradients
 from gpt.pipeline.model import PipelinedGPT, stage_of, variable_device
 from observe.metrics import Evaluation
-from trainer import AdamW, Trainer, make_optimizer, sequence_loss_sums
+
+from run.engines import PipelineEngine
+from run.trainer import AdamW, Trainer, make_optimizer, sequence_loss_sums
 
 
 class PlacedAdamW(AdamW):

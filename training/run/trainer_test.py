@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from data.channel import evaluation_dataset, open_channel, spread_sample, token_dataset
-from engines import StrategyEngine
 from gpt.model import GPT
-from schedule import WarmupCosine
-from trainer import PRECISIONS, AdamW, Trainer, make_optimizer
 
 from conftest import SEQUENCE_LENGTH
+from run.engines import StrategyEngine
+from run.schedule import WarmupCosine
+from run.trainer import PRECISIONS, AdamW, Trainer, make_optimizer
 
 T = 16
 

@@ -2,7 +2,8 @@ import itertools
 import math
 
 import pytest
-from schedule import WarmupCosine
+
+from run.schedule import WarmupCosine
 
 
 def test_warmup_is_linear_then_cosine_reaches_the_floor():

@@ -4,7 +4,8 @@ from types import SimpleNamespace
 
 import pytest
 from contract.batch import BatchError
-from parallelism import DataParallel, Pipelined, for_run
+
+from run.parallelism import DataParallel, Pipelined, for_run
 
 
 def hparams(**values) -> SimpleNamespace:

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 from contract.hparams import parse_args
 from contract.presets import parameter_count
-from job import JobError
-from loop import TrainingRun, weights_digest
+
+from run.job import JobError
+from run.loop import TrainingRun, weights_digest
 
 
 def test_bf16_run_with_accumulation_and_xla_trains(dataset_dir, tmp_path, capsys):

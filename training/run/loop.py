@@ -12,9 +12,7 @@ from pathlib import Path
 
 import keras
 import numpy as np
-import parallelism
 import tensorflow as tf
-from checkpoint import Checkpointer
 from contract.batch import accumulation_steps, global_batch
 from contract.presets import Preset, flops_per_token, get_shape
 from contract.recipe import Recipe, run_recipe
@@ -22,12 +20,15 @@ from data import token_shards
 from data.channel import evaluation_dataset, token_dataset
 from export.hugging_face import HF_DIR, export_hf
 from export.saved_model import export, float32_copy
-from job import JobError, check_inputs, cluster
 from observe.metrics import device_peak_tflops, emit, model_flops_utilisation, train_line, valid_line
 from observe.observer import RunObserver
-from schedule import WarmupCosine
-from stop_signal import StopSignal
-from trainer import PRECISIONS, Trainer
+
+from run import parallelism
+from run.checkpoint import Checkpointer
+from run.job import JobError, check_inputs, cluster
+from run.schedule import WarmupCosine
+from run.stop_signal import StopSignal
+from run.trainer import PRECISIONS, Trainer
 
 
 class NonFiniteLoss(FloatingPointError):

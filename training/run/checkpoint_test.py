@@ -3,10 +3,11 @@ import json
 import numpy as np
 import pytest
 import tensorflow as tf
-from checkpoint import Checkpointer, CheckpointMismatch
-from engines import StrategyEngine
 from gpt.model import GPT
-from trainer import Trainer, make_optimizer
+
+from run.checkpoint import Checkpointer, CheckpointMismatch
+from run.engines import StrategyEngine
+from run.trainer import Trainer, make_optimizer
 
 CONFIG = {"model": {"n_layer": 2, "d_model": 64, "vocab_size": 50}, "data": {"micro_batch_size": 2}}
 BATCHES = [tf.constant(np.random.default_rng(i).integers(0, 50, [1, 1, 2, 9]), tf.int32) for i in range(4)]
@@ -107,7 +108,7 @@ def test_a_differently_shaped_model_is_refused(tmp_path):
 
 @pytest.mark.usefixtures("two_logical_cpus")
 def test_a_pipelined_checkpoint_restores_into_one_device_and_back(tmp_path):
-    from pipeline_trainer_test import build_pipeline, build_single, random_batches
+    from run.pipeline_trainer_test import build_pipeline, build_single, random_batches
 
     batches = random_batches(4)
 

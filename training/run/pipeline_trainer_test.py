@@ -8,13 +8,13 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from engines import PipelineEngine, StrategyEngine
 from gpt.model import GPT
 from gpt.pipeline.model import PipelinedGPT
-from pipeline_trainer import PipelineTrainer, build_pipeline_replicas
-from trainer import PRECISIONS, Trainer, make_optimizer
 
 from conftest import free_ports
+from run.engines import PipelineEngine, StrategyEngine
+from run.pipeline_trainer import PipelineTrainer, build_pipeline_replicas
+from run.trainer import PRECISIONS, Trainer, make_optimizer
 
 pytestmark = pytest.mark.usefixtures("two_logical_cpus")
 T, VOCAB = 16, 97
@@ -140,9 +140,9 @@ REPLICAS_SCRIPT = """
 import json, sys
 import numpy as np
 import tensorflow as tf
-from engines import split_cpu
+from run.engines import split_cpu
 assert split_cpu(4) == 4 and len(tf.config.list_logical_devices("CPU")) == 4  # initialised: conftest keeps it
-from pipeline_trainer_test import build_pipeline, build_single, random_batches
+from run.pipeline_trainer_test import build_pipeline, build_single, random_batches
 
 pipelined, pipeline_trainer = build_pipeline(replicas=2, seed=7)  # replica 1 starts from other weights ...
 single, trainer = build_single(seed=7, micro=4)
@@ -165,7 +165,7 @@ print(json.dumps({
 
 def test_two_pipeline_replicas_sum_their_gradients_like_one_device_on_the_global_batch():
     # Four logical CPUs: TensorFlow must be configured before it starts, so in a fresh process.
-    training = Path(__file__).parent
+    training = Path(__file__).parents[1]
     result = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(REPLICAS_SCRIPT)],
         cwd=training,
@@ -201,7 +201,7 @@ def test_two_hosts_each_driving_a_pipeline_end_with_identical_weights(dataset_di
             "SM_MODEL_DIR": str(tmp_path / f"model-{index}"),
             "SM_OUTPUT_DIR": str(tmp_path / f"output-{index}"),
         }
-        processes.append(run_script(Path(__file__).parent, args, env))
+        processes.append(run_script(Path(__file__).parents[1], args, env))
     outputs = [p.communicate(timeout=240)[0] for p in processes]
     assert [p.returncode for p in processes] == [0, 0], outputs
     chief, other = outputs
