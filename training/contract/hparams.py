@@ -147,9 +147,9 @@ SCHEMA: tuple[Hyperparameter, ...] = (
         one_of("permutation", "blocks"),
         "permutation",
         "each epoch a full random permutation of the sequences, or 64-record blocks permuted and shuffled in windows "
-        "of shuffle_buffer (sequence_order.py)",
+        "of shuffle_buffer (data/sequence_order.py)",
     ),
-    H("shuffle_buffer", integer(1), 1024, "data_order=blocks: records shuffled together (sequence_order.py)"),
+    H("shuffle_buffer", integer(1), 1024, "data_order=blocks: records shuffled together (data/sequence_order.py)"),
     # Distribution
     H(
         "engine",
@@ -187,7 +187,7 @@ SCHEMA: tuple[Hyperparameter, ...] = (
     ),
     H("log_every", integer(1), 10, "a [train] line every N steps"),
     H("peak_tflops", number(0.0), 0.0, "peak TFLOPS per device for mfu; 0 = look up the GPU"),
-    # Training health (observer.py): TensorBoard, the profiler window, the rules' thresholds
+    # Training health (observe/observer.py): TensorBoard, the profiler window, the rules' thresholds
     H(
         "tensorboard_dir",
         TEXT,

@@ -170,7 +170,7 @@ class TrainingRun:
         p = self.shape
         model = {"n_layer": p.n_layer, "d_model": p.d_model, "n_head": p.n_head}
         model.update(vocab_size=self.inputs.vocab_size, sequence_length=self.sequence_length)
-        # The data order depends on these, not on the number of workers (data.py).
+        # The data order depends on these, not on the number of workers (data/channel.py).
         data = {"order": self.args.data_order, "seed": self.args.seed, "shuffle_buffer": self.args.shuffle_buffer}
         data.update(global_batch_sequences=self.global_batch_tokens // self.sequence_length)
         return {"model": model, "data": data}

@@ -1,4 +1,4 @@
-"""Learning rate: linear warm-up, then cosine decay to a floor (the peak and the steps: recipe.py).
+"""Learning rate: linear warm-up, then cosine decay to a floor (the peak and the steps: contract/recipe.py).
 
 lr(step) = peak x step / warmup                                   for step < warmup
          = floor + (peak - floor) x (1 + cos(pi x progress)) / 2  after, progress 0 -> 1 at decay_steps
