@@ -34,8 +34,8 @@ test: install ## The whole test suite
 platforms: install ## Every pin has wheels for Linux x86_64 and aarch64 and macOS arm64 (asks PyPI; CI runs it)
 	$(PY) -m tests.platforms
 
-# transformers' own GPT2LMHeadModel and AutoTokenizer load the Hugging Face export (training/hf_export.py) of a
-# bf16, pipelined model made here, or of a job's model.tar.gz (ARCHIVE=runs/s3/.../model.tar.gz), and give the
+# transformers' own GPT2LMHeadModel and AutoTokenizer load the Hugging Face export (training/export/hugging_face.py) of
+# a bf16, pipelined model made here, or of a job's model.tar.gz (ARCHIVE=runs/s3/.../model.tar.gz), and give the
 # project's logits (within 1e-4) and token ids. transformers and torch get an environment of their own.
 hf-check: install $(HF_VENV)/.installed ## The Hugging Face export read by transformers (ARCHIVE=model.tar.gz: a job's)
 	$(PY) tests/hf/reference.py build/hf-check $(if $(ARCHIVE),--archive $(ARCHIVE))

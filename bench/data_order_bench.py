@@ -33,8 +33,8 @@ TRAINING = ROOT / "training"
 sys.path[:0] = [str(ROOT), str(TRAINING)]
 
 import numpy as np  # noqa: E402 (the repository root and training/ on the path first)
-from data import SequenceStream, open_channel  # noqa: E402
-from token_shards import FRAMING_BYTES  # noqa: E402
+from data.channel import SequenceStream, open_channel  # noqa: E402
+from data.token_shards import FRAMING_BYTES  # noqa: E402
 
 from local.corpus import write_corpus  # noqa: E402
 

@@ -1,6 +1,6 @@
 """The estimate against reality: peak memory and step time of real training steps on this CPU.
 
-Each case trains the project's GPT (``training/gpt``) with the project's trainer (``training/trainer.py``:
+Each case trains the project's GPT (``training/gpt``) with the project's trainer (``training/run/trainer.py``:
 AdamW, gradient accumulation, clipping) for a few steps in a fresh process, and measures:
 
 - peak memory: the growth of the process's peak resident set (``VmHWM`` in /proc/self/status) over its
@@ -64,9 +64,9 @@ def child(case: list) -> dict:
     """Runs in a fresh process: trains one case and returns what it measured."""
     preset, vocab, seq, micro, accumulation, precision, recompute, serial = case
     import tensorflow as tf
-    from engines import StrategyEngine
     from gpt.model import GPT
-    from trainer import PRECISIONS, Trainer, make_optimizer
+    from run.engines import StrategyEngine
+    from run.trainer import PRECISIONS, Trainer, make_optimizer
 
     tf.config.threading.set_intra_op_parallelism_threads(os.cpu_count() or 1)
     if serial:

@@ -85,9 +85,9 @@ def tensorflow_gpu_problem(python: str = sys.executable) -> str | None:
 def child(case: dict) -> dict:
     """In a fresh process: trains one case and returns step seconds and the peak device allocation."""
     import tensorflow as tf
-    from engines import StrategyEngine
     from gpt.model import GPT
-    from trainer import Trainer, make_optimizer
+    from run.engines import StrategyEngine
+    from run.trainer import Trainer, make_optimizer
 
     gpu = bool(tf.config.list_physical_devices("GPU"))
     model = GPT.from_preset(case["preset"], vocab_size=case["vocab"], sequence_length=case["context"],

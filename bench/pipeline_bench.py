@@ -37,11 +37,11 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from engines import PipelineEngine, StrategyEngine, split_cpu  # noqa: E402
 from gpt.model import GPT  # noqa: E402
 from gpt.pipeline.model import PipelinedGPT, stage_of  # noqa: E402
-from pipeline_trainer import PipelineTrainer, build_pipeline_replicas  # noqa: E402
-from trainer import Trainer, make_optimizer  # noqa: E402
+from run.engines import PipelineEngine, StrategyEngine, split_cpu  # noqa: E402
+from run.pipeline_trainer import PipelineTrainer, build_pipeline_replicas  # noqa: E402
+from run.trainer import Trainer, make_optimizer  # noqa: E402
 
 from infra.estimate.stages import stage_layers, stage_parameters  # noqa: E402
 from infra.presets import model_presets  # noqa: E402

@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))
 
 import numpy as np
 import tensorflow as tf
-import token_shards
-from data import open_channel, token_dataset
-from sequence_order import ORDERS, make_order
+from data import token_shards
+from data.channel import open_channel, token_dataset
+from data.sequence_order import ORDERS, make_order
 
 RECORD_TOKENS = 2049
 SHARDS = 8

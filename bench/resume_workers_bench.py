@@ -3,7 +3,7 @@
 Four ``train.py`` runs of the ``tiny`` preset (global batch 64 tokens, 4 steps, checkpoints at 2 and 4) on the
 training tests' tiny dataset: uninterrupted on 2 workers (MultiWorkerMirroredStrategy on 127.0.0.1) and on 1;
 then each one's step-2 checkpoint resumed on the other worker count. The data order is exact (tested in
-``training/data_test.py``); the losses agree within reduction-order noise: printed to the 4 logged decimals.
+``training/data/channel_test.py``); the losses agree within reduction-order noise: printed to the 4 logged decimals.
 
     .venv/bin/python bench/resume_workers_bench.py
 

@@ -34,10 +34,10 @@ import keras
 import keras_hub
 import numpy as np
 import tensorflow as tf
-from engines import StrategyEngine
 from gpt.model import GPT
 from rounds import Ratio, alternate, one_core, rate_ratio
-from trainer import PRECISIONS, Trainer, make_optimizer
+from run.engines import StrategyEngine
+from run.trainer import PRECISIONS, Trainer, make_optimizer
 
 GOAL = 1.2
 

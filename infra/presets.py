@@ -1,4 +1,4 @@
-"""Model presets, from the training package's own table and code (``training/gpt/presets.py``).
+"""Model presets, from the training package's own table and code (``training/contract/presets.py``).
 
 infra loads that standard-library module by path (``infra/training_code.py``) instead of importing the
 training package, so synthesis never imports TensorFlow, and the table, its recipe and the per-block
@@ -26,7 +26,7 @@ class ModelShape:
     n_head: int
 
     def parameters(self, vocab_size: int, sequence_length: int) -> int:
-        """Closed-form parameter count with a tied output projection (``gpt/presets.py``'s ``parameter_count``).
+        """Closed-form parameter count with a tied output projection (``contract/presets.py``'s ``parameter_count``).
 
         E.g. gpt3-125m: 12 x (12·768² + 13·768) + (50,257 + 2,048)·768 + 2·768 = 125.2 M.
         """
@@ -34,7 +34,7 @@ class ModelShape:
 
 
 def block_parameters(d_model: int) -> int:
-    """One decoder block: 12d² + 13d (``gpt/presets.py``'s formula)."""
+    """One decoder block: 12d² + 13d (``contract/presets.py``'s formula)."""
     return training_module("presets").block_parameters(d_model)
 
 
@@ -45,7 +45,7 @@ def preset_rows() -> dict[str, Any]:
 
 @functools.cache
 def model_presets() -> dict[str, ModelShape]:
-    """Preset name -> shape, from ``training/gpt/presets.json``."""
+    """Preset name -> shape, from ``training/contract/presets.json``."""
     return {name: ModelShape(row.n_layer, row.d_model, row.n_head) for name, row in preset_rows().items()}
 
 

@@ -1,6 +1,6 @@
 """The learning-rate recipe train.py will use for a training configuration, and how it departs from the preset's.
 
-train.py computes it with ``training/recipe.py`` from its hyperparameters; this computes the same from
+train.py computes it with ``training/contract/recipe.py`` from its hyperparameters; this computes the same from
 the configuration and the execution's ``hyperparameters`` (train.py's defaults for the rest), for the Plan
 step's summary and the estimate's table.
 """
@@ -17,7 +17,7 @@ RECIPE_HYPERPARAMETERS = ("learning_rate", "lr_reference_tokens", "warmup_steps"
 
 
 def recipe_for(preset: str, global_batch_tokens: int, train_tokens: int, hyperparameters: Mapping[str, Any] = {}):
-    """``training/recipe.py``'s ``Recipe`` for this run: e.g. gpt3-1.3b at 1,048,576 tokens a step -> 2.0e-4."""
+    """``contract/recipe.py``'s ``Recipe`` for this run: e.g. gpt3-1.3b at 1,048,576 tokens a step -> 2.0e-4."""
     hparams = training_module("hparams")
     given = hparams.check_hyperparameters({k: v for k, v in hyperparameters.items() if k in RECIPE_HYPERPARAMETERS})
     values = {name: given.get(name, hparams.BY_NAME[name].default) for name in RECIPE_HYPERPARAMETERS}

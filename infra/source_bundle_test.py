@@ -41,7 +41,7 @@ def test_archive_is_byte_identical_across_builds(tmp_path: Path):
 def test_the_real_package_ships_its_entry_points_and_requirements():
     names = {p.as_posix() for p in source_files()}
     assert set(ENTRY_POINTS.values()) <= names  # the scripts the job requests name
-    assert {"requirements.txt", "token_shards.py", "gpt/presets.json"} <= names
+    assert {"requirements.txt", "data/token_shards.py", "contract/presets.json"} <= names
     assert not any(n.endswith("_test.py") for n in names)
     assert not FIXTURES & names
 

@@ -1,4 +1,4 @@
-"""The training package's standard-library modules that infra shares, loaded from their files.
+"""The training package's contract with deploy time (``training/contract/``), loaded from its files.
 
 ``training/`` never imports infra and is shipped as is, so the few rules both sides need live there, in
 modules that import nothing but the standard library (and each other not at all):
@@ -6,9 +6,9 @@ modules that import nothing but the standard library (and each other not at all)
     hparams.py        the hyperparameter schema train.py's parser is built from (names, kinds, ranges)
     batch.py          the batch arithmetic (accumulation steps, pipeline passes)
     recipe.py         the learning-rate recipe and its departures from the preset's
-    gpt/presets.py    the presets table (presets.json) and the per-block parameter formula
+    presets.py        the presets table (presets.json) and the per-block parameter formula
     health.py         the training health rules' thresholds and their defaults
-    gpt/pipeline/balance.py   the split of a model's blocks into pipeline stages
+    balance.py        the split of a model's blocks into pipeline stages
 
 infra loads each by path under a private name (``training_code.hparams`` ...), so nothing of training/
 lands on ``sys.path`` and synthesis never imports TensorFlow. The Plan function's bundle carries these
@@ -25,14 +25,9 @@ from types import ModuleType
 
 TRAINING_ROOT = Path(__file__).resolve().parent.parent / "training"
 SHARED_MODULES = {
-    "hparams": "hparams.py",
-    "batch": "batch.py",
-    "recipe": "recipe.py",
-    "presets": "gpt/presets.py",
-    "health": "health.py",
-    "balance": "gpt/pipeline/balance.py",
+    name: f"contract/{name}.py" for name in ("hparams", "batch", "recipe", "presets", "health", "balance")
 }
-SHARED_FILES = (*SHARED_MODULES.values(), "gpt/presets.json")
+SHARED_FILES = (*SHARED_MODULES.values(), "contract/presets.json")
 
 
 @functools.cache

@@ -17,3 +17,9 @@ def test_loaded_modules_are_the_training_files():
     assert training_module("presets").block_parameters(768) == 12 * 768 * 768 + 13 * 768
     assert "learning_rate" in training_module("hparams").BY_NAME
     assert all((TRAINING_ROOT / f).is_file() for f in SHARED_FILES)
+
+
+def test_the_contract_package_holds_exactly_the_shared_files():
+    contract = TRAINING_ROOT / "contract"
+    files = {p.relative_to(TRAINING_ROOT).as_posix() for p in contract.iterdir() if p.is_file()}
+    assert {f for f in files if not f.endswith(("_test.py", "__init__.py"))} == set(SHARED_FILES)

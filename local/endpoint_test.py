@@ -12,7 +12,7 @@ from local.jobs.common import extract_archive
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     """A tiny exported model, packed as SageMaker packs /opt/ml/model and unpacked as CreateModel does."""
-    from export import export
+    from export.saved_model import export
     from gpt.model import GPT
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 

@@ -17,7 +17,7 @@ import pytest
 import regex
 
 from infra.aws_limits import aws_limits
-from infra.plan_step import requests
+from infra.plan_step import processing_requests, requests
 from infra.plan_step.conftest import make_settings
 from infra.plan_step.execution_input import MAX_PILE_SET_NAMES, PILE_SET_OPTION
 from infra.plan_step.plan import plan_execution
@@ -105,8 +105,8 @@ def test_every_request_of_every_plan_is_valid(all_plans: dict[str, dict]):
 
 
 FIELDS = {
-    "tokenizer": requests.PROCESSING_FIELDS,
-    "shards": requests.PROCESSING_FIELDS,
+    "tokenizer": processing_requests.PROCESSING_FIELDS,
+    "shards": processing_requests.PROCESSING_FIELDS,
     "training": requests.TRAINING_FIELDS,
     "model": requests.MODEL_FIELDS,
     "endpoint_config": requests.ENDPOINT_CONFIG_FIELDS,

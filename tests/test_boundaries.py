@@ -1,6 +1,8 @@
 """The layout's import rules (README, "Architecture"), read from the source with ``ast``: a forbidden import fails.
 
-training/             imports none of infra, local, cli (it ships to SageMaker as is)
+training/             imports none of infra, local, cli (it ships to SageMaker as is); its rooms import one way:
+                      contract/ and data/ nothing of the others, gpt/ and observe/ only contract/, pile/ only
+                      data/, export/ only gpt/ and contract/, run/ any of them; none imports the entry points
 infra/                imports no TensorFlow or Keras (synthesis and the Plan step run without them)
 the Plan function     imports no CDK: the files its bundle carries (infra/plan_step and the infra modules
                       it shares, ``bundled_files``) run in Lambda with the standard library only
@@ -18,8 +20,31 @@ from infra.workflow.plan_function import bundled_files
 from tests.synth import ROOT
 
 CDK = ("aws_cdk", "constructs", "cdk_nag", "jsii")
+TRAINING = ROOT / "training"
+ENTRY_POINTS = ("train", "preprocess")  # SageMaker runs them from the package's root, which is the import root
+# Each room of training/ and the rooms its shipped modules may import (tests may reach further).
+ROOMS = {
+    "contract": (),
+    "data": (),
+    "gpt": ("contract",),
+    "observe": ("contract",),
+    "pile": ("data",),
+    "export": ("gpt", "contract"),
+    "run": ("contract", "data", "gpt", "observe", "export"),
+    "serving": (),
+}
+
+
+def shipped_modules(room: str) -> list[Path]:
+    return sorted(p for p in (TRAINING / room).rglob("*.py") if not p.name.endswith("_test.py"))
+
+
 RULES = {
-    "training": (sorted((ROOT / "training").rglob("*.py")), ("infra", "local", "cli")),
+    "training": (sorted(TRAINING.rglob("*.py")), ("infra", "local", "cli")),
+    **{
+        f"training/{room}": (shipped_modules(room), (*ENTRY_POINTS, *(r for r in ROOMS if r not in (room, *allowed))))
+        for room, allowed in ROOMS.items()
+    },
     "infra": (sorted((ROOT / "infra").rglob("*.py")), ("tensorflow", "keras", "tf_keras")),
     "plan function": ([ROOT / f for f in bundled_files()], CDK),
 }
@@ -63,3 +88,9 @@ def test_a_seeded_violation_is_found(tmp_path):
     assert forbidden_imports([seeded], CDK) == [f"{seeded}:2 imports aws_cdk"]
     assert forbidden_imports([seeded], ("infra",)) == [f"{seeded}:6 imports infra.config"]
     assert forbidden_imports([seeded], ("tensorflow",)) == []
+
+
+def test_the_training_package_is_its_entry_points_and_its_rooms():
+    modules = {p.stem for p in TRAINING.glob("*.py") if not p.name.endswith("_test.py")}
+    assert modules == {*ENTRY_POINTS, "conftest"}
+    assert {p.relative_to(TRAINING).parts[0] for p in TRAINING.glob("*/**/*.py")} == set(ROOMS)

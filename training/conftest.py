@@ -14,7 +14,7 @@ import socket
 from pathlib import Path
 
 import pytest
-import token_shards
+from data import token_shards
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -59,7 +59,7 @@ def mirrored_engine(two_logical_cpus):
     collective instance 100").
     """
     import tensorflow as tf
-    from engines import StrategyEngine
+    from run.engines import StrategyEngine
 
     return StrategyEngine(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]), "mirrored")
 

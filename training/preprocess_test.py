@@ -10,10 +10,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from data.token_shards import read_manifest, verify_dataset
 from pile.roundtrip import decode_dataset
 from pile.sample_corpus import pile_line, stdlib_documents, write_jsonl, write_pile
 from preprocess import build_parser, current_host, parse_size
-from token_shards import read_manifest, verify_dataset
 
 SCRIPT = Path(__file__).with_name("preprocess.py")
 SMALL = [

@@ -23,7 +23,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from hparams import parse_args
+from contract.hparams import parse_args
 
 
 class TrainingError(RuntimeError):
@@ -52,8 +52,8 @@ def main(argv: list[str] | None = None, env=os.environ) -> int:
 
 def run(args, env) -> int:
     """Trains and exports; after a SIGTERM, checkpoints and returns STOPPED_EXIT_CODE without exporting."""
-    from loop import TrainingRun  # imports TensorFlow: after argument parsing, so --help is fast
-    from stop_signal import STOPPED_EXIT_CODE
+    from run.loop import TrainingRun  # imports TensorFlow: after argument parsing, so --help is fast
+    from run.stop_signal import STOPPED_EXIT_CODE
 
     training = TrainingRun(args, env)
     training.train()

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
-import token_shards
-from metrics_test import defined, parse
+from data import token_shards
+from observe.metrics_test import defined, parse
 from train import main
 
 from conftest import free_ports, write_dataset
@@ -265,12 +265,12 @@ def text(lines: list[tuple[float, str]]) -> str:
 
 
 def test_two_workers_end_identical_and_match_one_process_on_the_global_batch(two_worker_run, dataset_dir):
-    from data import open_channel, token_dataset
+    from data.channel import open_channel, token_dataset
     from gpt.model import GPT
     from keras.utils import set_random_seed
-    from schedule import WarmupCosine
-    from trainer import Trainer, make_optimizer
-    from trainer_test import default_engine
+    from run.schedule import WarmupCosine
+    from run.trainer import Trainer, make_optimizer
+    from run.trainer_test import default_engine
 
     folder, (chief_lines, other_lines) = two_worker_run
     chief, other = text(chief_lines), text(other_lines)

@@ -12,7 +12,7 @@ from infra.instances import INSTANCE_TYPES
 from infra.presets import ModelShape, shape_of
 from infra.training_code import training_module
 
-# train.py's health rules (training/health.py) and their default thresholds, which the alarms use too.
+# train.py's health rules (training/contract/health.py) and their default thresholds, which the alarms use too.
 HEALTH_DEFAULTS = training_module("health").HealthRules()
 
 PLACEHOLDER_ACCOUNT = "123456789012"  # used for synth without credentials; deploy sets the real one
@@ -178,7 +178,7 @@ class TrainingConfig:
     """Defaults of the training job.
 
     Args:
-        model_preset: a name from ``training/gpt/presets.json`` (default gpt3-125m).
+        model_preset: a name from ``training/contract/presets.json`` (default gpt3-125m).
         n_layer, d_model, n_head: override the preset's shape (all optional).
         sequence_length: context length in tokens (default 2048).
         global_batch_tokens: tokens per optimizer step over all devices (default 524,288 = 0.5 M, GPT-3 125M's).

@@ -2,7 +2,7 @@
 
 - Model FLOPs per token: 6·N for the weights (forward 2N, backward 4N) plus the attention scores,
   12·L·s·d (QKᵀ and AV, forward and backward; PaLM, appendix B), the same formula as
-  ``training/gpt/presets.flops_per_token``.
+  ``training/contract/presets.flops_per_token``.
 - Recomputation runs the forward pass twice: 8·N + 16·L·s·d executed, 4/3 of the model FLOPs.
 - ``mfu`` is the model-FLOPs utilisation the run would reach without recomputation; the hardware then
   runs at the same efficiency on the extra forward pass, so recomputation shows up as a longer step.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from gpt.presets import flops_per_token, get_preset  # the training package's own formula (no TensorFlow)
+from contract.presets import flops_per_token, get_preset  # the training package's own formula (no TensorFlow)
 
 from infra.estimate import compute
 from infra.presets import model_presets

@@ -94,7 +94,7 @@ class EstimateInputs:
 
 
 def _batch():
-    """``training/batch.py``, the one home of the batch arithmetic."""
+    """``training/contract/batch.py``, the one home of the batch arithmetic."""
     return training_module("batch")
 
 

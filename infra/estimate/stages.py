@@ -1,6 +1,6 @@
 """Which blocks each pipeline stage holds: the training package's partition (``training/gpt/pipeline/partition.py``).
 
-The split is training's own ``gpt/pipeline/balance.py``, loaded by path (the estimate also runs in the workflow's
+The split is training's own ``contract/balance.py``, loaded by path (the estimate also runs in the workflow's
 Plan Lambda function, where TensorFlow is not); ``stages_test.py`` checks that both agree on every preset and
 stage count.
 

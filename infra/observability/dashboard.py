@@ -38,7 +38,7 @@ PROGRESS_CHARTS = {  # title -> metric definitions charted together
     "Learning rate": ("train:learning_rate",),
     "Model FLOPs utilization (0-1)": ("train:mfu",),
 }
-HEALTH_CHARTS = {  # training/observer.py's [health] and [heartbeat] lines
+HEALTH_CHARTS = {  # training/observe/observer.py's [health] and [heartbeat] lines
     "Step time: input wait, compute, sync (%)": (
         "health:input_wait_percent",
         "health:compute_percent",

@@ -8,7 +8,7 @@ import botocore.session
 import pytest
 
 from infra.config import ConfigError
-from infra.plan_step import requests
+from infra.plan_step import processing_requests, requests
 from infra.plan_step.container import IMAGE_ENTRYPOINT, INIT_COMMAND
 from infra.plan_step.execution_input import parse_input
 
@@ -26,8 +26,12 @@ def all_requests(settings) -> list[tuple[str, str, dict]]:
     inp = parse_input({}, settings.stage_config)
     return [
         ("CreateTrainingJob", "AlgorithmSpecification", requests.training_job_request(settings, inp, "j-trn", "run")),
-        ("CreateProcessingJob", "AppSpecification", requests.tokenizer_job_request(settings, inp, "j-tok", "s3://b/m")),
-        ("CreateProcessingJob", "AppSpecification", requests.shards_job_request(settings, inp, "j-shd")),
+        (
+            "CreateProcessingJob",
+            "AppSpecification",
+            processing_requests.tokenizer_job_request(settings, inp, "j-tok", "s3://b/m"),
+        ),
+        ("CreateProcessingJob", "AppSpecification", processing_requests.shards_job_request(settings, inp, "j-shd")),
     ]
 
 

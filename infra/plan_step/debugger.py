@@ -1,7 +1,7 @@
 """SageMaker Debugger settings of the training job: system profiling and the built-in rules.
 
 Only with ``observability.debugger`` on: Debugger is closed to accounts that had not used it by
-2026-07-30. The project's own health rules (``training/health.py``, the alarms) work without it.
+2026-07-30. The project's own health rules (``training/contract/health.py``, the alarms) work without it.
 
 Plain functions of plain values, so the Plan function builds the same dictionaries the tests check.
 

@@ -99,7 +99,7 @@ class WorkflowInput:
         run_name: names the checkpoint folder; start a new execution with the same run_name to resume
             a run from its last checkpoint (default: the execution's name).
         hyperparameters: extra ``train.py`` hyperparameters, e.g. ``{"learning_rate": 3e-4}``, checked against
-            train.py's own schema (``training/hparams.py``): names, types and ranges.
+            train.py's own schema (``training/contract/hparams.py``): names, types and ranges.
         force_preprocess: preprocess even when the dataset's manifest already exists.
     """
 

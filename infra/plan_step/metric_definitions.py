@@ -28,7 +28,7 @@ METRIC_DEFINITIONS = [
     {"Name": "validation:split_loss", "Regex": rf"\[valid_split\] step=\d+ val_loss={NUMBER}"},
     {"Name": "validation:split_loss_standard_error", "Regex": rf"\[valid_split\] .*val_loss_se={NUMBER}"},
     {"Name": "validation:split_perplexity", "Regex": rf"\[valid_split\] .*val_ppl={NUMBER}"},
-    # training/observer.py: the health of each logging window (health rules, alarms)
+    # training/observe/observer.py: the health of each logging window (health rules, alarms)
     {"Name": "health:input_wait_percent", "Regex": rf"\[health\] .*input_wait_pct={NUMBER}"},
     {"Name": "health:compute_percent", "Regex": rf"\[health\] .*compute_pct={NUMBER}"},
     {"Name": "health:sync_percent", "Regex": rf"\[health\] .*sync_pct={NUMBER}"},

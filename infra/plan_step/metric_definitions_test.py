@@ -1,4 +1,4 @@
-"""The metric definitions within SageMaker's limits (training/metrics_test.py parses the chief's lines with them)."""
+"""The metric definitions within SageMaker's limits (training/observe/metrics_test.py parses the chief's lines)."""
 
 from infra.plan_step.metric_definitions import METRIC_DEFINITIONS
 

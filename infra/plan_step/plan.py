@@ -12,7 +12,7 @@ from typing import Any
 from infra.aws_limits import aws_limits
 from infra.config import ConfigError
 from infra.estimate.estimate import estimate_for_config
-from infra.plan_step import requests
+from infra.plan_step import processing_requests, requests
 from infra.plan_step.execution_input import CORPUS_SUFFIXES, WorkflowInput, parse_input
 from infra.plan_step.names import resource_names
 from infra.plan_step.object_store import ObjectStore
@@ -70,8 +70,8 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
         "profiler_report_uri": requests.profiler_report_uri(settings, names["training"]),  # with Debugger on
         "summary": _summary(inp, shape),
         "requests": {
-            "tokenizer": requests.tokenizer_job_request(settings, inp, names["tokenizer"], sample_manifest),
-            "shards": requests.shards_job_request(settings, inp, names["shards"]),
+            "tokenizer": processing_requests.tokenizer_job_request(settings, inp, names["tokenizer"], sample_manifest),
+            "shards": processing_requests.shards_job_request(settings, inp, names["shards"]),
             "training": training_request,
             "model": requests.model_request(settings, inp, names["model"], names["training"]),
             "endpoint_config": requests.endpoint_config_request(

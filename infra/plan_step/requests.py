@@ -2,7 +2,9 @@
 
 Plain functions, so tests call them directly and the Plan function calls the very same code. The
 state machine passes each request whole to the SageMaker integration; every builder returns the
-top-level fields of its ``*_FIELDS`` below (an optional one only where it applies).
+top-level fields of its ``*_FIELDS`` below (an optional one only where it applies). Here: the training
+job, the model and its endpoint, and what every job shares (image, volume key, tags, time limits); the
+preprocessing jobs' requests are ``processing_requests.py``.
 """
 
 from __future__ import annotations
@@ -14,24 +16,12 @@ from infra.config import SAGEMAKER_MAX_RUN_HOURS
 from infra.images import TENSORFLOW_VERSION, image_key
 from infra.instances import INSTANCE_TYPES
 from infra.plan_step import debugger
-from infra.plan_step.container import processing_entrypoint, training_container
-from infra.plan_step.execution_input import PILE_SET_OPTION, WorkflowInput
+from infra.plan_step.container import training_container
+from infra.plan_step.execution_input import WorkflowInput
 from infra.plan_step.metric_definitions import METRIC_DEFINITIONS
 from infra.plan_step.settings import StackSettings
 from infra.training_code import training_module
 
-PROCESSING_FIELDS = (
-    "ProcessingJobName",
-    "RoleArn",
-    "AppSpecification",
-    "ProcessingInputs",
-    "ProcessingOutputConfig",
-    "ProcessingResources",
-    "StoppingCondition",
-    "NetworkConfig",
-    "Environment",
-    "Tags",
-)
 TRAINING_FIELDS = (
     "TrainingJobName",
     "RoleArn",
@@ -55,16 +45,13 @@ TRAINING_FIELDS = (
     "DebugHookConfig",
     "DebugRuleConfigurations",
 )
-
-
 MODEL_FIELDS = ("ModelName", "ExecutionRoleArn", "PrimaryContainer", "VpcConfig", "Tags")
 ENDPOINT_CONFIG_FIELDS = ("EndpointConfigName", "ProductionVariants", "KmsKeyId", "Tags")
 ENDPOINT_FIELDS = ("EndpointName", "EndpointConfigName", "Tags")
 
-PROCESSING_BASE = "/opt/ml/processing"
 CHECKPOINT_DIR = "/opt/ml/checkpoints"
 TENSORBOARD_DIR = "/opt/ml/output/tensorboard"  # TensorBoardOutputConfig's LocalPath (and its default)
-REPORT_FILE = "training-report.html"  # what train.py writes into TENSORBOARD_DIR (training/report.py)
+REPORT_FILE = "training-report.html"  # what train.py writes into TENSORBOARD_DIR (training/observe/report.py)
 PREPROCESS_HOURS = 24
 # How long a job's Task state waits before it times out (ASL's default is 60 s): the longest the job may
 # take, so that SageMaker's own limits (MaxRuntime, MaxWait) end a job first, plus an hour.
@@ -75,16 +62,6 @@ TASK_TIMEOUT_SECONDS = {
 }
 # The training package's entry points (at the root of sourcedir.tar.gz), by job kind.
 ENTRY_POINTS = {"train": "train.py", "preprocess": "preprocess.py"}
-# The processing container is the TensorFlow image; it gets the package the way script mode does:
-# unpack sourcedir.tar.gz, install its requirements, run the entry point with the job's arguments.
-PROCESSING_COMMAND = [
-    "/bin/bash",
-    "-c",
-    "set -euo pipefail; mkdir -p /opt/ml/code; tar -xzf /opt/ml/processing/input/code/* -C /opt/ml/code; "
-    "cd /opt/ml/code; python -m pip install --quiet -r requirements.txt; "
-    f'exec python {ENTRY_POINTS["preprocess"]} "$@"',
-    "preprocess",
-]
 
 
 def encode_hyperparameters(values: dict[str, Any]) -> dict[str, str]:
@@ -106,134 +83,18 @@ def corpus_uri(settings: StackSettings, inp: WorkflowInput) -> str:
     return inp.corpus.s3_uri or f"s3://{settings.raw_bucket}/"
 
 
-def _image(settings: StackSettings, scope: str, instance_type: str) -> str:
+def image_uri(settings: StackSettings, scope: str, instance_type: str) -> str:
     return settings.images[image_key(scope, gpu=INSTANCE_TYPES[instance_type].is_gpu)]
 
 
-def _volume_key(settings: StackSettings, instance_type: str, field: str = "VolumeKmsKeyId") -> dict[str, str]:
+def volume_key(settings: StackSettings, instance_type: str, field: str = "VolumeKmsKeyId") -> dict[str, str]:
     """The data key for the instances' storage volumes, where SageMaker accepts one: types with local NVMe
     storage refuse it (their instance storage is encrypted by the instance's hardware)."""
     return {} if instance_type in settings.without_volume_kms else {field: settings.kms_key_arn}
 
 
-def _tags(settings: StackSettings) -> list[dict[str, str]]:
+def job_tags(settings: StackSettings) -> list[dict[str, str]]:
     return [{"Key": "project", "Value": "gpt-pretraining"}, {"Key": "stage", "Value": settings.stage["name"]}]
-
-
-def _s3_input(name: str, uri: str, local: str, *, data_type: str = "S3Prefix", sharded: bool = False) -> dict:
-    return {
-        "InputName": name,
-        "S3Input": {
-            "S3Uri": uri,
-            "LocalPath": f"{PROCESSING_BASE}/input/{local}",
-            "S3DataType": data_type,
-            "S3InputMode": "File",
-            "S3DataDistributionType": "ShardedByS3Key" if sharded else "FullyReplicated",
-        },
-    }
-
-
-def _processing_job(
-    settings: StackSettings,
-    inp: WorkflowInput,
-    name: str,
-    arguments: list[str],
-    inputs: list[dict],
-    output_uri: str,
-    instance_count: int,
-) -> dict[str, Any]:
-    pre = inp.preprocessing
-    return {
-        "ProcessingJobName": name,
-        "RoleArn": settings.role_arn,
-        "AppSpecification": {
-            "ImageUri": _image(settings, "training", pre.instance_type),
-            "ContainerEntrypoint": processing_entrypoint(PROCESSING_COMMAND),
-            "ContainerArguments": arguments,
-        },
-        "ProcessingInputs": [_s3_input("code", settings.source_dir_uri, "code", data_type="S3Prefix"), *inputs],
-        "ProcessingOutputConfig": {
-            "Outputs": [
-                {
-                    "OutputName": "dataset",
-                    "S3Output": {
-                        "S3Uri": output_uri,
-                        "LocalPath": f"{PROCESSING_BASE}/output/dataset",
-                        "S3UploadMode": "EndOfJob",
-                    },
-                }
-            ],
-            "KmsKeyId": settings.kms_key_arn,
-        },
-        "ProcessingResources": {
-            "ClusterConfig": {
-                "InstanceCount": instance_count,
-                "InstanceType": pre.instance_type,
-                "VolumeSizeInGB": pre.volume_size_gb,
-                **_volume_key(settings, pre.instance_type),
-            }
-        },
-        "StoppingCondition": {"MaxRuntimeInSeconds": PREPROCESS_HOURS * 3600},
-        "NetworkConfig": {
-            "EnableInterContainerTrafficEncryption": True,
-            "VpcConfig": {"SecurityGroupIds": settings.security_group_ids, "Subnets": settings.subnet_ids},
-        },
-        "Environment": {"PYTHONUNBUFFERED": "1"},
-        "Tags": _tags(settings),
-    }
-
-
-def _pile_set_arguments(inp: WorkflowInput) -> list[str]:
-    """One argument a name: a single comma list of every Pile subset (271 characters) passes SageMaker's 256."""
-    return [PILE_SET_OPTION + name for name in inp.corpus.pile_sets()]
-
-
-def tokenizer_job_request(settings: StackSettings, inp: WorkflowInput, name: str, sample_manifest_uri: str) -> dict:
-    """One instance trains the BPE tokenizer on a sample of the corpus (the files listed in the manifest)."""
-    pre = inp.preprocessing
-    arguments = [
-        "tokenizer",
-        "--input_dir",
-        f"{PROCESSING_BASE}/input/raw",
-        "--output_dir",
-        f"{PROCESSING_BASE}/output/dataset",
-        "--vocab_size",
-        str(pre.vocab_size),
-        "--sample_bytes",
-        inp.corpus.tokenizer_sample_bytes,
-        *_pile_set_arguments(inp),
-    ]
-    raw = _s3_input("raw", sample_manifest_uri, "raw", data_type="ManifestFile")
-    output = tokenizer_dir_uri(settings, inp).rsplit("/", 1)[0] + "/"
-    return _processing_job(settings, inp, name, arguments, [raw], output, instance_count=1)
-
-
-def shards_job_request(settings: StackSettings, inp: WorkflowInput, name: str) -> dict:
-    """N instances tokenize their share of the corpus files (ShardedByS3Key) into packed token shards."""
-    pre = inp.preprocessing
-    arguments = [
-        "shards",
-        "--input_dir",
-        f"{PROCESSING_BASE}/input/raw",
-        "--tokenizer_dir",
-        f"{PROCESSING_BASE}/input/tokenizer",
-        "--output_dir",
-        f"{PROCESSING_BASE}/output/dataset",
-        "--sequence_length",
-        str(inp.training.sequence_length),
-        "--shard_size_mb",
-        str(pre.shard_size_mb),
-        "--validation_fraction",
-        str(pre.validation_fraction),
-        *_pile_set_arguments(inp),
-    ]
-    inputs = [
-        _s3_input("raw", corpus_uri(settings, inp), "raw", sharded=True),
-        _s3_input("tokenizer", tokenizer_dir_uri(settings, inp), "tokenizer"),
-    ]
-    return _processing_job(
-        settings, inp, name, arguments, inputs, dataset_uri(settings, inp), instance_count=pre.instance_count
-    )
 
 
 def training_hyperparameters(settings: StackSettings, inp: WorkflowInput) -> dict[str, str]:
@@ -322,7 +183,7 @@ def training_job_request(settings: StackSettings, inp: WorkflowInput, name: str,
         "TrainingJobName": name,
         "RoleArn": settings.role_arn,
         "AlgorithmSpecification": {
-            "TrainingImage": train.image_uri or _image(settings, "training", train.instance_type),
+            "TrainingImage": train.image_uri or image_uri(settings, "training", train.instance_type),
             "TrainingInputMode": "File",
             "MetricDefinitions": METRIC_DEFINITIONS,
             "EnableSageMakerMetricsTimeSeries": True,
@@ -335,7 +196,7 @@ def training_job_request(settings: StackSettings, inp: WorkflowInput, name: str,
             "InstanceType": train.instance_type,
             "InstanceCount": train.instance_count,
             "VolumeSizeInGB": train.volume_size_gb,
-            **_volume_key(settings, train.instance_type),
+            **volume_key(settings, train.instance_type),
         },
         "VpcConfig": {"SecurityGroupIds": settings.security_group_ids, "Subnets": settings.subnet_ids},
         # Spot waits up to as long again for capacity; SageMaker requires MaxWait >= MaxRuntime.
@@ -357,7 +218,7 @@ def training_job_request(settings: StackSettings, inp: WorkflowInput, name: str,
         ),
         "TensorBoardOutputConfig": {"S3OutputPath": tensorboard_uri(settings, name), "LocalPath": TENSORBOARD_DIR},
         "Environment": {"PYTHONUNBUFFERED": "1"},
-        "Tags": _tags(settings),
+        "Tags": job_tags(settings),
     }
 
 
@@ -381,11 +242,11 @@ def model_request(settings: StackSettings, inp: WorkflowInput, name: str, traini
         "ModelName": name,
         "ExecutionRoleArn": settings.role_arn,
         "PrimaryContainer": {
-            "Image": _image(settings, "inference", inp.deploy.instance_type),
+            "Image": image_uri(settings, "inference", inp.deploy.instance_type),
             "ModelDataUrl": model_artifact_uri(settings, training_job_name),
         },
         "VpcConfig": {"SecurityGroupIds": settings.security_group_ids, "Subnets": settings.subnet_ids},
-        "Tags": _tags(settings),
+        "Tags": job_tags(settings),
     }
 
 
@@ -399,10 +260,10 @@ def endpoint_config_request(settings: StackSettings, inp: WorkflowInput, name: s
     return {
         "EndpointConfigName": name,
         "ProductionVariants": [variant],
-        **_volume_key(settings, inp.deploy.instance_type, "KmsKeyId"),
-        "Tags": _tags(settings),
+        **volume_key(settings, inp.deploy.instance_type, "KmsKeyId"),
+        "Tags": job_tags(settings),
     }
 
 
 def endpoint_request(settings: StackSettings, name: str, config_name: str) -> dict:
-    return {"EndpointName": name, "EndpointConfigName": config_name, "Tags": _tags(settings)}
+    return {"EndpointName": name, "EndpointConfigName": config_name, "Tags": job_tags(settings)}

@@ -6,7 +6,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from infra.plan_step import requests
+from infra.plan_step import processing_requests, requests
 from infra.plan_step.execution_input import parse_input
 from infra.plan_step.metric_definitions import METRIC_DEFINITIONS
 from infra.training_code import training_module
@@ -108,36 +108,10 @@ def test_volumes_outputs_and_traffic_are_encrypted(settings):
 
 def test_volume_key_follows_the_sdk_for_every_job(settings):
     inp = parse_input({"preprocessing": {"instance_type": "ml.g5.xlarge"}}, settings.stage_config)
-    cluster = requests.shards_job_request(settings, inp, "x")["ProcessingResources"]["ClusterConfig"]
+    cluster = processing_requests.shards_job_request(settings, inp, "x")["ProcessingResources"]["ClusterConfig"]
     assert "VolumeKmsKeyId" not in cluster
     inp = parse_input({"deploy": {"instance_type": "ml.m5.xlarge"}}, settings.stage_config)
     assert requests.endpoint_config_request(settings, inp, "c", "m")["KmsKeyId"] == settings.kms_key_arn
-
-
-def test_shards_job_splits_the_corpus_by_file_across_instances(settings):
-    inp = parse_input({"corpus": {"s3_uri": "s3://raw-bucket/pile/"}}, settings.stage_config)
-    request = requests.shards_job_request(settings, inp, "gpt-dev-x-shd")
-    assert set(request) == set(requests.PROCESSING_FIELDS)
-    raw, tokenizer = request["ProcessingInputs"][1:]
-    assert raw["S3Input"]["S3Uri"] == "s3://raw-bucket/pile/"
-    assert raw["S3Input"]["S3DataDistributionType"] == "ShardedByS3Key"
-    assert tokenizer["S3Input"]["S3Uri"] == "s3://datasets-bucket/tokenizers/pile/tokenizer.json"
-    assert request["ProcessingResources"]["ClusterConfig"]["InstanceCount"] == 2  # dev stage
-    args = request["AppSpecification"]["ContainerArguments"]
-    assert args[0] == "shards"
-    assert args[args.index("--sequence_length") + 1] == "2048"
-    assert request["ProcessingOutputConfig"]["Outputs"][0]["S3Output"]["S3Uri"] == "s3://datasets-bucket/datasets/pile/"
-
-
-def test_tokenizer_job_reads_only_the_sample_manifest(settings):
-    inp = parse_input({}, settings.stage_config)
-    request = requests.tokenizer_job_request(settings, inp, "gpt-dev-x-tok", "s3://datasets-bucket/inputs/m.manifest")
-    raw = request["ProcessingInputs"][1]["S3Input"]
-    assert (raw["S3DataType"], raw["S3Uri"]) == ("ManifestFile", "s3://datasets-bucket/inputs/m.manifest")
-    assert request["ProcessingResources"]["ClusterConfig"]["InstanceCount"] == 1
-    assert (
-        request["ProcessingOutputConfig"]["Outputs"][0]["S3Output"]["S3Uri"] == "s3://datasets-bucket/tokenizers/pile/"
-    )
 
 
 def test_hosting_requests_point_at_the_training_jobs_artifact(settings):
@@ -238,7 +212,7 @@ def test_profiler_report_link_points_where_the_report_rule_writes(settings):
 
 
 def test_the_report_link_names_the_file_train_py_writes():
-    source = (Path(__file__).parents[2] / "training" / "report.py").read_text()
+    source = (Path(__file__).parents[2] / "training" / "observe" / "report.py").read_text()
     assert f'REPORT_FILE = "{requests.REPORT_FILE}"' in source
 
 

@@ -50,9 +50,9 @@ def make_model_folder(model_dir: Path) -> None:
     devices = _two_cpus()
     import keras
     import tensorflow as tf
-    from export import export, float32_copy
+    from export.hugging_face import HF_DIR, export_hf
+    from export.saved_model import export, float32_copy
     from gpt.pipeline.model import PipelinedGPT
-    from hf_export import HF_DIR, export_hf
     from pile.bpe import train_bpe
     from pile.sample_corpus import stdlib_documents
 

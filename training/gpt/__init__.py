@@ -1,1 +1,1 @@
-"""A GPT decoder in TensorFlow/Keras 3: the model, its presets and text generation."""
+"""A GPT decoder in TensorFlow/Keras 3: the model and text generation (its presets: ``contract/presets.py``)."""

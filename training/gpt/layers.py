@@ -306,10 +306,11 @@ class DecoderBlock(keras.layers.Layer):
 
         On [B·T, d] rows: a Dense on a 2-D input is one MatMul that grappler fuses with its BiasAdd (on 3-D,
         Tensordot: reshape, MatMul, reshape, BiasAdd); the step's operations 177.4 -> 175.3 ms. In training the
-        GELU is the XLA-fused one (``gelu``), which must not reach the exported model (``export_test.py``). In
-        inference fc is written as MatMul, BiasAdd and ``tf.nn.gelu``, which grappler fuses into one operation
-        (oneDNN's on a CPU): Keras' Dense adds its bias with an AddV2, after which the GELU's eight operations
-        stay apart, each a pass, and each a dispatch in every generation step.
+        GELU is the XLA-fused one (``gelu``), which must not reach the exported model
+        (``export/saved_model_test.py``). In inference fc is written as MatMul, BiasAdd and ``tf.nn.gelu``,
+        which grappler fuses into one operation (oneDNN's on a CPU): Keras' Dense adds its bias with an AddV2,
+        after which the GELU's eight operations stay apart, each a pass, and each a dispatch in every generation
+        step.
         """
         rows = tf.reshape(self.ln_2(x), [-1, self.d_model])
         if training:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import keras
 import tensorflow as tf
+from contract.presets import get_preset
 
 from gpt.layers import DecoderBlock, LayerNorm
 from gpt.loss import sparse_cross_entropy
-from gpt.presets import get_preset
 
 CACHE_BUCKET = 64  # cached positions read per step: a multiple of this
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from token_shards import END_OF_TEXT
+from data.token_shards import END_OF_TEXT
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 MIN_VOCAB_SIZE = 257  # 256 byte symbols and end-of-text

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from token_shards import ShardInfo, TFRecordWriter
+from data.token_shards import ShardInfo, TFRecordWriter
 
 RECORD_OVERHEAD_BYTES = 16  # TFRecord framing: length, two CRCs
 

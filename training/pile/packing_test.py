@@ -1,7 +1,7 @@
 import hashlib
 
 import numpy as np
-from token_shards import read_tfrecords
+from data.token_shards import read_tfrecords
 
 from pile.packing import SplitWriter, sequences_per_shard
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from token_shards import TOKENIZER_FILE, read_manifest, read_tfrecords
+from data.token_shards import TOKENIZER_FILE, read_manifest, read_tfrecords
 from tokenizers import Tokenizer
 
 

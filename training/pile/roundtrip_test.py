@@ -1,5 +1,5 @@
 import numpy as np
-from token_shards import Manifest, sha256_of, write_manifest_part
+from data.token_shards import Manifest, sha256_of, write_manifest_part
 from tokenizers import Tokenizer
 
 from pile.packing import SplitWriter

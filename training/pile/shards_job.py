@@ -17,7 +17,7 @@ import signal
 from collections import Counter
 from pathlib import Path
 
-from token_shards import SPLITS, TOKENIZER_FILE, Manifest, ShardInfo, sha256_of, token_dtype, write_manifest_part
+from data.token_shards import SPLITS, TOKENIZER_FILE, Manifest, ShardInfo, sha256_of, token_dtype, write_manifest_part
 
 from pile.bpe import encoder_from_json, eot_id, tokenizer_file
 from pile.encode import CHUNK_BYTES, EncodeSettings, chunk_records

@@ -2,7 +2,7 @@ import json
 from collections import Counter
 
 import pytest
-from token_shards import read_manifest, verify_dataset
+from data.token_shards import read_manifest, verify_dataset
 
 from pile.inputs import NoDocumentsError
 from pile.roundtrip import decode_dataset

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-from token_shards import TOKENIZER_FILE
+from data.token_shards import TOKENIZER_FILE
 
 from pile.bpe import train_bpe
 from pile.documents import Skip, parse_record

@@ -1,6 +1,6 @@
 """Pre/post-processing hooks of the SageMaker TensorFlow Serving container: text in, text out.
 
-``export.py`` copies this file to ``code/inference.py`` beside the SavedModel; SageMaker unpacks
+``export/saved_model.py`` copies this file to ``code/inference.py`` beside the SavedModel; SageMaker unpacks
 model.tar.gz into /opt/ml/model and the container runs, for each POST /invocations,
 ``input_handler`` -> TensorFlow Serving's REST predict -> ``output_handler``:
 

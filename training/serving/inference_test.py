@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 import tensorflow as tf
-from export import export
+from export.saved_model import export
 from gpt.model import GPT
 
 # The fields of the container's tfs_utils.Context.

@@ -4,5 +4,5 @@
     model.py       PipelinedGPT: a GPT whose stages' weights and compute live on their own devices
     gpipe.py       the GPipe schedule: forward and backward of M micro-batches, gradients summed
 
-The training step around it (data parallelism over pipeline replicas, AdamW) is ``pipeline_trainer.py``.
+The training step around it (data parallelism over pipeline replicas, AdamW) is ``run/pipeline_trainer.py``.
 """

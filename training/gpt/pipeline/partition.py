@@ -13,14 +13,14 @@ gpt3-1.3b (d = 2048, a block = 12d² + 13d = 50.4 M) with a 50,257-token vocabul
 embeddings = (50,257 + 2,048) x 2048 = 107.1 M, 2.1 blocks' worth. K = 4 -> blocks 4 | 7 | 7 | 6:
 stage 0 = 107.1 + 4 x 50.4 = 308.6 M, stages 1 and 2 = 352.6 M, stage 3 = 302.2 M (one device would hold 1,316 M).
 
-The split itself is ``balance.py``'s, which the estimate (``infra/estimate/stages.py``) loads too; the per-block
-formula is ``gpt/presets.py``'s.
+The split itself is ``contract/balance.py``'s, which the estimate (``infra/estimate/stages.py``) loads too; the
+per-block formula is ``contract/presets.py``'s.
 """
 
 from __future__ import annotations
 
-from gpt.pipeline.balance import balanced_runs
-from gpt.presets import block_parameters
+from contract.balance import balanced_runs
+from contract.presets import block_parameters
 
 
 def stage_blocks(n_layer: int, d_model: int, vocab_size: int, sequence_length: int, stages: int) -> list[range]:

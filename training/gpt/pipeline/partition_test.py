@@ -1,7 +1,7 @@
 import pytest
+from contract.presets import block_parameters
 
 from gpt.pipeline.partition import stage_blocks, stage_parameters
-from gpt.presets import block_parameters
 
 
 def test_embeddings_count_on_the_first_stage():

@@ -1,0 +1,25 @@
+import pytest
+
+from contract.batch import BatchError, accumulation_steps, global_batch, optimizer_steps, pipeline_microbatches
+
+
+def test_accumulation_reaches_the_global_batch():
+    assert accumulation_steps(524_288, 8, 2_048, 8) == 4  # 8 x 2,048 x 8 x 4
+    assert global_batch(8, 2_048, 8, 4) == 524_288
+    assert accumulation_steps(0, 8, 2_048, 8) == 1  # 0: one micro-batch per replica
+    with pytest.raises(BatchError, match=r"500,000 is not valid; expected a multiple of .* = 131,072 tokens"):
+        accumulation_steps(500_000, 8, 2_048, 8)
+
+
+def test_pipeline_passes_divide_the_micro_batches():
+    assert pipeline_microbatches(16, 8) == 8
+    assert pipeline_microbatches(16, 0) == 16
+    with pytest.raises(BatchError, match="divisor of the 16 micro-batches"):
+        pipeline_microbatches(16, 3)
+    with pytest.raises(BatchError):
+        pipeline_microbatches(16, -1)
+
+
+def test_optimizer_steps_reach_the_token_budget():
+    assert optimizer_steps(300_000_000_000, 1_048_576) == 286_103  # the last step reaches past 300 B
+    assert optimizer_steps(4096 * 250, 4096) == 250

@@ -1,0 +1,312 @@
+"""Hyperparameters: the one schema (``SCHEMA``), train.py's parser built from it, and the check the Plan step runs.
+
+SageMaker passes every hyperparameter twice: as ``--name value`` arguments and as the JSON object
+``SM_HPS``. Values are strings on the wire: booleans arrive as "True"/"False" (``type=bool`` would read
+"False" as True) and the Python SDK JSON-encodes strings, so one may arrive as ``"\\"gpt3-125m\\""``.
+Both are decoded here; command-line arguments win over ``SM_HPS``. An unknown name or an abbreviation is
+an error; only the names SageMaker adds itself (``sagemaker_*``, and ``model_dir`` from the TensorFlow
+estimator) are set aside.
+
+Standard library only: infra loads this file (``infra/training_code.py``) so that the workflow's Plan step
+checks an execution's hyperparameters with this very schema (``check_hyperparameters``) before any job.
+``python train.py --help`` lists every hyperparameter with its default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import json
+import os
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+RESERVED_PREFIX, RESERVED_NAMES = "sagemaker_", ("model_dir",)  # added by SageMaker, not train.py's
+
+
+class HyperparameterError(ValueError):
+    """A hyperparameter that train.py would refuse: its name, its value and what is expected."""
+
+    def __init__(self, name: str, value: Any, expected: str):
+        super().__init__(f"{name}: {value!r} is not valid; expected {expected}")
+        self.name, self.value, self.expected = name, value, expected
+
+
+def str2bool(value: str | bool) -> bool:
+    """ "True"/"False" (any case), "1"/"0", "yes"/"no" -> bool."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().strip('"').lower()
+    if text in ("true", "1", "yes", "y", "on"):
+        return True
+    if text in ("false", "0", "no", "n", "off"):
+        return False
+    raise argparse.ArgumentTypeError("a boolean (True/False)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """How a value is read from its command-line string, and the range it must be in."""
+
+    parse: Callable[[str], Any]
+    expected: str
+    low: float | None = None
+    high: float | None = None
+    choices: tuple[str, ...] = ()
+
+    def __call__(self, text: str) -> Any:
+        try:
+            value = self.parse(text)
+        except (ValueError, argparse.ArgumentTypeError):
+            raise argparse.ArgumentTypeError(self.expected) from None
+        if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
+            raise argparse.ArgumentTypeError(self.expected)
+        if self.choices and value not in self.choices:
+            raise argparse.ArgumentTypeError(self.expected)
+        return value
+
+
+def integer(low: int = 0, high: int | None = None) -> Kind:
+    span = f"from {low:,} to {high:,}" if high is not None else f">= {low:,}"
+    return Kind(int, f"an integer {span}", low, high)
+
+
+def number(low: float = 0.0, high: float | None = None) -> Kind:
+    span = f"from {low:g} to {high:g}" if high is not None else f">= {low:g}"
+    return Kind(float, f"a number {span}", low, high)
+
+
+def one_of(*choices: str) -> Kind:
+    return Kind(str, f"one of {', '.join(choices)}", choices=choices)
+
+
+BOOLEAN = Kind(str2bool, "a boolean (True/False)")
+TEXT = Kind(str, "a string")
+
+
+@dataclasses.dataclass(frozen=True)
+class Hyperparameter:
+    """One of train.py's hyperparameters. ``env``: the SageMaker variable its default is read from."""
+
+    name: str
+    kind: Kind
+    default: Any
+    help: str
+    env: str | None = None
+
+
+H = Hyperparameter
+SCHEMA: tuple[Hyperparameter, ...] = (
+    # Model
+    H("model_preset", TEXT, "gpt3-125m", "row of contract/presets.json: tiny, small, gpt3-125m ... gpt3-13b"),
+    H("n_layer", integer(0), 0, "blocks; 0 = the preset's"),
+    H("d_model", integer(0), 0, "model width; 0 = the preset's"),
+    H("n_head", integer(0), 0, "attention heads (dividing d_model); 0 = the preset's"),
+    H("sequence_length", integer(0), 0, "context in tokens; 0 = the dataset's sequence length"),
+    H("vocab_size", integer(0), 0, "embedding rows; 0 = the tokenizer's vocabulary (larger pads)"),
+    H("dropout", number(0.0, 0.99), 0.0, "dropout rate in embeddings and blocks"),
+    H("precision", one_of("fp32", "bf16", "fp16"), "fp32", "fp16 uses dynamic loss scaling"),
+    H("use_xla", BOOLEAN, False, "XLA-compile each micro-batch's forward and backward pass"),
+    H("recompute", BOOLEAN, False, "recompute block activations in the backward pass"),
+    # Batch and schedule (the recipe: recipe.py)
+    H(
+        "global_batch_tokens",
+        integer(0),
+        0,
+        "tokens per optimizer step over all replicas, reached with gradient accumulation; 0 = one micro-batch "
+        "per replica (grows with the replica count)",
+    ),
+    H("micro_batch_size", integer(1), 8, "sequences per replica per forward pass"),
+    H("max_steps", integer(1), 1000, "optimizer steps to train for (the run's end)"),
+    H("learning_rate", number(0.0), None, "peak learning rate; unset = the preset's (GPT-3 Table 2.1)"),
+    H(
+        "lr_reference_tokens",
+        integer(0),
+        0,
+        "scale the peak by global batch / this (linear scaling rule); 0 = no scaling",
+    ),
+    H("warmup_steps", integer(0), None, "steps of linear warm-up; unset = the preset's warm-up tokens / global batch"),
+    H(
+        "decay_steps",
+        integer(1),
+        None,
+        "step where the cosine reaches its floor; unset = the preset's decay tokens / global batch, at most max_steps",
+    ),
+    H("min_lr_ratio", number(0.0, 1.0), 0.1, "cosine decay floor as a fraction of the peak"),
+    H("weight_decay", number(0.0), 0.1, "AdamW decoupled weight decay (matrices only)"),
+    H("adam_beta1", number(0.0, 1.0), 0.9, "AdamW beta_1"),
+    H("adam_beta2", number(0.0, 1.0), 0.95, "AdamW beta_2"),
+    H("grad_clip", number(0.0), 1.0, "clip the global gradient norm to this; 0 = off"),
+    H("initial_loss_scale", number(1.0), 2.0**15, "fp16 only: starting dynamic loss scale"),
+    H("seed", integer(0, 2**31 - 1), 1234, "weights, dropout and data order"),
+    H("deterministic", BOOLEAN, False, "TF op determinism (bit-identical reruns, slower)"),
+    H(
+        "data_order",
+        one_of("permutation", "blocks"),
+        "permutation",
+        "each epoch a full random permutation of the sequences, or 64-record blocks permuted and shuffled in windows "
+        "of shuffle_buffer (data/sequence_order.py)",
+    ),
+    H("shuffle_buffer", integer(1), 1024, "data_order=blocks: records shuffled together (data/sequence_order.py)"),
+    # Distribution
+    H(
+        "engine",
+        one_of("auto", "mirrored", "multi_worker", "horovod"),
+        "auto",
+        "auto: Horovod API if importable and launched by MPI, else multi_worker with TF_CONFIG or several hosts, "
+        "else one worker",
+    ),
+    H(
+        "model_parallel_degree",
+        integer(1),
+        1,
+        "pipeline stages per model replica (K): each replica's blocks are split over K devices of a host, the "
+        "host's other devices and the other hosts are data-parallel replicas; 1 = no pipeline",
+    ),
+    H(
+        "microbatches",
+        integer(0),
+        0,
+        "pipeline only: micro-batches per GPipe pass (M), a divisor of the step's accumulation steps; 0 = all of "
+        "them; with global_batch_tokens 0, the step's micro-batches per replica",
+    ),
+    H("cpu_threads", integer(0), 0, "TensorFlow intra-op threads; 0 = TensorFlow's choice"),
+    # Checkpoints, evaluation, logs
+    H("checkpoint_dir", TEXT, "/opt/ml/checkpoints", "checkpoints (SageMaker syncs it with S3)"),
+    H("checkpoint_every", integer(0), 500, "save every N steps (and at the end); 0 = end only"),
+    H("keep_checkpoints", integer(1), 3, "newest checkpoints kept"),
+    H("async_checkpoint", BOOLEAN, True, "write checkpoints in the background"),
+    H("eval_every", integer(0), 500, "validation every N steps (and at the end); 0 = never"),
+    H(
+        "eval_batches",
+        integer(1),
+        20,
+        "validation batches per evaluation (per replica), of a fixed sample spread over the whole split",
+    ),
+    H("log_every", integer(1), 10, "a [train] line every N steps"),
+    H("peak_tflops", number(0.0), 0.0, "peak TFLOPS per device for mfu; 0 = look up the GPU"),
+    # Training health (observe/observer.py): TensorBoard, the profiler window, the rules' thresholds
+    H(
+        "tensorboard_dir",
+        TEXT,
+        "",
+        "TensorBoard logs and the training report (the workflow sets TensorBoardOutputConfig's LocalPath, "
+        "/opt/ml/output/tensorboard); empty = neither, the verdicts are still printed",
+    ),
+    H("profile_start", integer(0), 20, "first step of the TensorFlow profiler trace"),
+    H("profile_steps", integer(0), 5, "steps the profiler traces; 0 = no trace"),
+    H("health_rules", TEXT, "{}", "JSON of health-rule thresholds (health.HealthRules); {} = the defaults"),
+    H("sample_tokens", integer(0), 64, "tokens of the [sample] generated at the end; 0 = none"),
+    H("sample_prompt", TEXT, "", "prompt of the sample; empty = start after <|endoftext|>"),
+    H("sample_temperature", number(0.0), 0.8, "0 = greedy"),
+    # Paths (SageMaker's environment)
+    H("train_dir", TEXT, None, "train channel (SM_CHANNEL_TRAIN)", env="SM_CHANNEL_TRAIN"),
+    H(
+        "validation_dir",
+        TEXT,
+        None,
+        "validation channel (SM_CHANNEL_VALIDATION); unset = the train channel's dataset, whose validation/ split "
+        "is used",
+        env="SM_CHANNEL_VALIDATION",
+    ),
+    H("export_dir", TEXT, "/opt/ml/model", "SavedModel + tokenizer (SM_MODEL_DIR)", env="SM_MODEL_DIR"),
+    H(
+        "hf_checkpoint",
+        BOOLEAN,
+        True,
+        "also write a Hugging Face GPT-2 checkpoint (config.json, model.safetensors, tokenizer) in <export_dir>/hf",
+    ),
+    H("output_dir", TEXT, "/opt/ml/output", "failure file (SM_OUTPUT_DIR)", env="SM_OUTPUT_DIR"),
+)
+BY_NAME = {h.name: h for h in SCHEMA}
+
+
+def is_reserved(name: str) -> bool:
+    """Names SageMaker itself adds (``sagemaker_program``, ``model_dir`` ...): set aside, not train.py's."""
+    return name.startswith(RESERVED_PREFIX) or name in RESERVED_NAMES
+
+
+def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="train.py",
+        description="Pre-train a GPT decoder on token shards (SageMaker script mode or local).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        allow_abbrev=False,  # --warmup is not --warmup_steps
+    )
+    for h in SCHEMA:
+        default = env.get(h.env, h.default) if h.env else h.default
+        p.add_argument(f"--{h.name}", type=h.kind, default=default, help=f"{h.help} ({h.kind.expected})")
+    return p
+
+
+def _decode(value) -> str:
+    """A SM_HPS value as a command-line string: JSON-encoded strings are unwrapped, booleans spelled True/False."""
+    if isinstance(value, str):
+        try:
+            decoded = json.loads(value)
+        except ValueError:
+            return value
+        value = decoded if isinstance(decoded, str | int | float | bool) else value
+    if isinstance(value, dict | list):
+        return json.dumps(value)
+    return str(value)
+
+
+def check_hyperparameters(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Each value read as train.py reads it from SM_HPS (JSON-encoded, then parsed by its kind).
+
+    Returns the parsed values of train.py's names (reserved names are skipped); raises
+    HyperparameterError for an unknown name or a value train.py would refuse.
+    """
+    parsed = {}
+    for name, value in values.items():
+        if is_reserved(name):
+            continue
+        if name not in BY_NAME:
+            close = difflib.get_close_matches(name, BY_NAME, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise HyperparameterError(name, value, f"a train.py hyperparameter ({hint}see python train.py --help)")
+        kind = BY_NAME[name].kind
+        try:
+            parsed[name] = kind(_decode(json.dumps(value)))
+        except argparse.ArgumentTypeError:
+            raise HyperparameterError(name, value, kind.expected) from None
+    return parsed
+
+
+def _without_reserved(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(argv without SageMaker's own ``--name value`` pairs, the names set aside)."""
+    kept, reserved, i = [], [], 0
+    while i < len(argv):
+        name = argv[i][2:].split("=", 1)[0] if argv[i].startswith("--") else None
+        if name is not None and is_reserved(name):
+            reserved.append(argv[i].split("=", 1)[0])
+            i += 1 if "=" in argv[i] or i + 1 == len(argv) or argv[i + 1].startswith("--") else 2
+            continue
+        kept.append(argv[i])
+        i += 1
+    return kept, reserved
+
+
+def sm_hps_argv(env: Mapping[str, str] = os.environ) -> list[str]:
+    """``SM_HPS`` as ``["--name", "value", ...]``."""
+    hps = json.loads(env.get("SM_HPS") or "{}")
+    argv: list[str] = []
+    for name, value in hps.items():
+        argv += [f"--{name}", _decode(value)]
+    return argv
+
+
+def parse_args(argv: list[str] | None = None, env: Mapping[str, str] = os.environ) -> argparse.Namespace:
+    """SM_HPS first, then the command line (which wins); values that look JSON-encoded are decoded.
+
+    An unknown name, an abbreviation or a bad value exits with argparse's usage error (status 2).
+    """
+    argv = sys.argv[1:] if argv is None else argv
+    cli = [item if item.startswith("--") else _decode(item) for item in argv]
+    kept, reserved = _without_reserved(sm_hps_argv(env) + cli)
+    args = build_parser(env).parse_args(kept)
+    args.ignored = reserved
+    return args

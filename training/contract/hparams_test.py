@@ -1,0 +1,90 @@
+import json
+
+import pytest
+
+from contract.hparams import SCHEMA, HyperparameterError, _decode, check_hyperparameters, parse_args, str2bool
+
+
+def test_defaults_come_from_the_sagemaker_environment():
+    env = {"SM_CHANNEL_TRAIN": "/opt/ml/input/data/train", "SM_MODEL_DIR": "/opt/ml/model", "SM_OUTPUT_DIR": "/o"}
+    args = parse_args([], env)
+    assert args.train_dir == "/opt/ml/input/data/train" and args.validation_dir is None
+    assert args.export_dir == "/opt/ml/model" and args.output_dir == "/o"
+    assert args.model_preset == "gpt3-125m" and args.use_xla is False and args.checkpoint_dir == "/opt/ml/checkpoints"
+
+
+def test_sm_hps_json_encoded_strings_and_boolean_strings():
+    hps = {
+        "model_preset": '"tiny"',
+        "use_xla": "False",
+        "recompute": "True",
+        "max_steps": "7",
+        "dropout": 0.1,
+        "async_checkpoint": False,
+        "model_dir": '"s3://bucket/job/model"',
+    }
+    args = parse_args([], {"SM_HPS": json.dumps(hps)})
+    assert args.model_preset == "tiny"
+    assert args.use_xla is False and args.recompute is True and args.async_checkpoint is False
+    assert args.max_steps == 7 and args.dropout == 0.1
+    assert args.ignored == ["--model_dir"]
+
+
+def test_command_line_wins_and_false_is_false():
+    env = {"SM_HPS": json.dumps({"use_xla": "True", "max_steps": "7"})}
+    args = parse_args(["--use_xla", "False", "--max_steps", "9", "--model_preset", '"small"'], env)
+    assert args.use_xla is False and args.max_steps == 9 and args.model_preset == "small"
+
+
+@pytest.mark.parametrize(("text", "value"), [("True", True), ("false", False), ("1", True), ("0", False)])
+def test_str2bool(text, value):
+    assert str2bool(text) is value
+
+
+def test_a_non_boolean_is_an_error():
+    with pytest.raises(SystemExit):
+        parse_args(["--use_xla", "maybe"], {})
+
+
+def test_pipeline_hyperparameters_default_to_no_pipeline():
+    args = parse_args([], env={})
+    assert (args.model_parallel_degree, args.microbatches) == (1, 0)
+    args = parse_args([], env={"SM_HPS": '{"model_parallel_degree": 4, "microbatches": 8}'})
+    assert (args.model_parallel_degree, args.microbatches) == (4, 8)
+
+
+@pytest.mark.parametrize(
+    "hps",
+    [{"lerning_rate": 0.001}, {"warmup": 7}, {"learning": 0.5}, {"warmup_steps": "many"}, {"dropout": 1.5}],
+)
+def test_unknown_names_abbreviations_and_bad_values_are_refused(hps, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        parse_args([], {"SM_HPS": json.dumps({k: json.dumps(v) for k, v in hps.items()})})
+    assert exit_info.value.code == 2
+    assert next(iter(hps)) in capsys.readouterr().err
+
+
+def test_sagemaker_names_are_set_aside_on_the_command_line_too():
+    argv = ["--sagemaker_mpi_custom_mpi_options", "-x NCCL_DEBUG=WARN", "--model_dir", "/opt/ml/model"]
+    args = parse_args([*argv, "--max_steps", "3"], {"SM_HPS": '{"sagemaker_program": "\\"train.py\\""}'})
+    assert args.max_steps == 3
+    assert args.ignored == ["--sagemaker_program", "--sagemaker_mpi_custom_mpi_options", "--model_dir"]
+
+
+def test_check_hyperparameters_names_the_field_and_what_is_expected():
+    assert check_hyperparameters({"warmup_steps": 7, "use_xla": False, "sagemaker_region": "x"}) == {
+        "warmup_steps": 7,
+        "use_xla": False,
+    }
+    with pytest.raises(HyperparameterError, match=r"lerning_rate: .*did you mean 'learning_rate'"):
+        check_hyperparameters({"lerning_rate": 0.001})
+    with pytest.raises(HyperparameterError, match=r"warmup_steps: 'many' is not valid; expected an integer >= 0"):
+        check_hyperparameters({"warmup_steps": "many"})
+    with pytest.raises(HyperparameterError, match=r"precision: 'fp8' .* one of fp32, bf16, fp16"):
+        check_hyperparameters({"precision": "fp8"})
+
+
+def test_every_schema_default_is_a_value_of_its_kind():
+    for h in SCHEMA:
+        if h.default is not None:
+            assert h.kind(_decode(json.dumps(h.default))) == h.default, h.name

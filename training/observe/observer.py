@@ -1,0 +1,119 @@
+"""What the training loop reports besides its [train] lines: the health of each window, and the report.
+
+Per logging window: the step-time split (``step_timer``), peak memory (``device_memory``), gradient norm,
+skipped steps and the loss trend as a ``[health]`` line (metric definitions turn it into CloudWatch
+metrics), TensorBoard scalars and a profiler trace (``tensorboard``), and a ``[heartbeat]`` line every
+minute (``heartbeat``). At the end, also after a failure, the chief writes the HTML report (``report``)
+with every health rule's verdict (``health``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from contract.health import HealthRules, Window, loss_drop_percent, verdicts
+
+from observe.device_memory import PeakMemory
+from observe.heartbeat import Heartbeat
+from observe.metrics import Evaluation, emit, health_line
+from observe.report import write_report
+from observe.step_timer import StepTimer, sync_probe
+from observe.tb_log import TensorBoardLog
+
+
+def health_fields(window: Window, step_s: float, loss_drop_pct: float | None) -> dict[str, float | None]:
+    """The numbers of a window's ``[health]`` line, named as the metric definitions parse them."""
+    return {
+        "input_wait_pct": 100 * window.input_share,
+        "compute_pct": 100 * window.compute_share,
+        "sync_pct": 100 * window.sync_share,
+        "step_s": step_s,
+        "grad_norm": window.grad_norm,
+        "skipped": window.skipped,
+        "peak_mem_gb": window.peak_memory_gb,
+        "mem_pct": None if window.memory_share is None else 100 * window.memory_share,
+        "loss_drop_pct": loss_drop_pct,
+    }
+
+
+class RunObserver:
+    """Args: the hyperparameters, the engine and trainable variables (for the sync probe), whether chief, and the
+    tokens one step trains on (the report's tokens axis)."""
+
+    def __init__(self, args, engine, variables: list, is_chief: bool, tokens_per_step: int = 0):
+        self.rules = HealthRules.from_json(args.health_rules)
+        self.chief = is_chief
+        self.timer = StepTimer(sync_probe(engine, variables))
+        self.memory = PeakMemory()
+        self.heartbeat = Heartbeat(emit if is_chief else None)
+        self.tensorboard = TensorBoardLog(
+            args.tensorboard_dir if is_chief else None, args.profile_start, args.profile_steps
+        )
+        self.report_dir = args.tensorboard_dir if is_chief else ""
+        self.tokens_per_step = tokens_per_step
+        self.windows: list[Window] = []
+        self.validation: list[tuple[int, Evaluation]] = []
+        self.split: tuple[int, Evaluation] | None = None  # the whole validation split, at the end
+        self.skipped = self.nonfinite = 0
+
+    def start(self) -> None:
+        self.heartbeat.start()
+
+    def close(self) -> None:
+        """Stops the heartbeat and the profiler; the chief prints the verdicts and writes the report."""
+        self.heartbeat.stop()
+        self.tensorboard.stop_profiler()
+        if self.chief:  # also after a failure: the report shows what led to it
+            gap, on_gpu = self.heartbeat.longest_gap_s, self.memory.on_gpu
+            results = verdicts(self.windows, self.rules, gap, self.nonfinite, on_gpu)
+            title = f"Training report: {os.environ.get('TRAINING_JOB_NAME', 'local run')}"
+            for verdict in results:
+                emit(f"[verdict] {verdict.rule}: {verdict.status}: {verdict.finding}")
+            if self.report_dir:
+                path = write_report(
+                    self.report_dir, title, self.windows, self.validation, results, self.split, self.tokens_per_step
+                )
+                emit(f"[report] {path}")
+
+    def next_batch(self, batches: Iterator) -> Any:
+        return self.timer.next_batch(batches)
+
+    def step(self, step: int, train_step: Callable[[Any], Any], batch: Any) -> Any:
+        self.tensorboard.before_step(step)
+        result = self.timer.step(train_step, batch)
+        self.nonfinite += not math.isfinite(result.loss)
+        self.skipped += not result.applied
+        self.heartbeat.stepped(step)
+        self.tensorboard.after_step(step)
+        return result
+
+    def pause(self) -> None:
+        """Evaluation or a checkpoint just ran: it is not a stall."""
+        self.heartbeat.pause()
+
+    def window(self, step: int, result, learning_rate: float, tokens_per_sec: float, mfu: float) -> None:
+        """The logging window ending at ``step`` (called on every worker: the sync probe is collective)."""
+        times = self.timer.window()
+        peak, share = self.memory.read()
+        skipped = self.skipped - sum(w.skipped for w in self.windows)
+        window = Window(
+            step, result.loss, learning_rate, tokens_per_sec, mfu, result.grad_norm,
+            times.share("input"), times.share("compute"), times.share("sync"), skipped, peak / 1e9, share,
+        )  # fmt: skip
+        self.windows.append(window)
+        self.tensorboard.window(window)
+        steps, losses = [w.step for w in self.windows], [w.loss for w in self.windows]
+        full = steps[-1] - steps[0] >= 2 * self.rules.loss_window_steps  # the alarm compares whole windows only
+        drop = loss_drop_percent(steps, losses, self.rules.loss_window_steps) if full else None
+        if self.chief:
+            emit(health_line(step, health_fields(window, times.step_s, drop)))
+
+    def validated(self, step: int, evaluation: Evaluation) -> None:
+        self.validation.append((step, evaluation))
+        self.tensorboard.validation(step, evaluation.loss)
+
+    def validated_split(self, step: int, evaluation: Evaluation) -> None:
+        self.split = step, evaluation

@@ -1,0 +1,168 @@
+"""Checkpoints: everything needed to continue a run exactly where it stopped.
+
+    <checkpoint_dir>/
+        checkpoint                   TF's index: the newest complete checkpoint
+        ckpt-<step>.index / .data-*  model weights, AdamW moments and iterations, step, fp16 loss scale,
+                                     the dropout SeedGenerator states, the data position
+        run_config.json              model shape and data settings, checked when a run resumes
+        ckpt-<step>_temp/            a write in progress (TF renames it when complete); the chief deletes
+                                     leftovers of killed writes when it starts
+
+The data position is global: the index of the next sequence of the stream (``data/sequence_order.py``), the
+same number whatever the number of workers; a resumed run starts its stream there
+(``data.token_dataset(start_sequence=...)``), on any cluster. Only the chief writes; every worker
+restores. Saves are asynchronous where TF allows: variables are copied in the step and written in the
+background; ``wait`` blocks until done.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import tensorflow as tf
+
+# What reading a torn checkpoint raises: a missing file (an OpError), a file cut short (IndexError: "Read less bytes
+# than requested"), a checksum mismatch (DataLossError, an OpError), or the reader's RuntimeError.
+TORN = (tf.errors.OpError, IndexError, RuntimeError)
+
+
+def _tf_variable(variable):
+    """The tf.Variable (or distributed variable) inside a Keras variable."""
+    return getattr(variable, "value", variable)
+
+
+class CheckpointMismatch(ValueError):
+    """The checkpoint belongs to a differently shaped model: resuming would fail or be wrong."""
+
+
+class Checkpointer:
+    """Saves every N steps, keeps the newest K, restores the newest.
+
+    Args:
+        directory: where checkpoints live (SageMaker syncs /opt/ml/checkpoints with S3).
+        model: the GPT.
+        trainer: the Trainer (its step, loss scale and optimizer are saved).
+        keep: how many checkpoints to keep.
+        is_chief: only the chief writes.
+        run_config: JSON-able description of the run; its "model" part must match when resuming.
+        async_save: write in the background.
+        sequences_per_step: the global batch in sequences (what one step moves the data position by).
+
+    Example:
+        >>> checkpointer = Checkpointer("/opt/ml/checkpoints", model, trainer, keep=3, is_chief=True, run_config={})
+        >>> start_step = checkpointer.restore_latest()  # 0 for a fresh run
+        >>> checkpointer.save()
+    """
+
+    def __init__(
+        self,
+        directory: str | Path,
+        model,
+        trainer,
+        *,
+        keep: int,
+        is_chief: bool,
+        run_config: dict,
+        async_save: bool = True,
+        sequences_per_step: int = 1,
+    ):
+        self.directory, self.is_chief, self.run_config = Path(directory), is_chief, run_config
+        self.step, self.sequences_per_step = trainer.step, sequences_per_step
+        self.data_sequences = tf.Variable(0, dtype=tf.int64, trainable=False)  # as of the checkpoint's step
+        self.start_step = self.start_sequence = 0  # where this run started (restored)
+        # Plain tf.Variables, in construction order: Keras 3 objects break asynchronous saving (they
+        # create variables inside TF's copy function on the second save) and their names change when a
+        # process builds a second model.
+        self.checkpoint = tf.train.Checkpoint(
+            model_weights=[_tf_variable(v) for v in model.weights],
+            optimizer_variables=[_tf_variable(v) for v in trainer.optimizer.variables],
+            step=trainer.step,
+            loss_scale=trainer.loss_scale,
+            finite_steps_since_scale_change=trainer.good_steps,
+            # Part of model_weights already, named here to make the point: Keras' own checkpoints leave out
+            # the SeedGenerator states, and without them dropout diverges after a resume.
+            dropout_seed_states=[_tf_variable(v) for v in model.seed_state_variables()],
+            data_sequences=self.data_sequences,
+        )
+        self.manager = tf.train.CheckpointManager(self.checkpoint, str(self.directory), max_to_keep=keep)
+        if is_chief:
+            self.remove_partial_writes()
+        self.options = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=async_save)
+
+    def remove_partial_writes(self) -> None:
+        """Deletes the ``ckpt-<step>_temp`` folders of writes that were killed (SageMaker would upload them)."""
+        for path in self.directory.glob("ckpt-*_temp") if self.directory.is_dir() else ():
+            if re.fullmatch(r"ckpt-\d+_temp", path.name) and path.is_dir():
+                shutil.rmtree(path)
+
+    @property
+    def config_path(self) -> Path:
+        return self.directory / "run_config.json"
+
+    def on_disk(self) -> list[str]:
+        """Every checkpoint here, newest first, not only what TF's ``checkpoint`` file names: SageMaker uploads the
+        folder file by file, so S3 may hold that small file, written last, without the data it names."""
+        found = (re.fullmatch(r"ckpt-(\d+)\.index", path.name) for path in self.directory.glob("ckpt-*.index"))
+        return [str(self.directory / f"ckpt-{step}") for step in sorted((int(m[1]) for m in found if m), reverse=True)]
+
+    def restore_latest(self) -> int:
+        """Restores the newest whole checkpoint if there is one; returns the step to continue from (0 if none).
+
+        A torn one (its data missing or cut short: TF checks every read and every tensor's checksum) is passed over
+        for the next older one, with a note.
+        """
+        candidates = self.on_disk()
+        if candidates:
+            self._check_config(candidates[0])
+        for latest in candidates:
+            try:
+                return self._restore(latest)
+            except TORN as error:
+                print(f"[checkpoint] {latest} is not whole ({type(error).__name__}): trying the one before", flush=True)
+        return 0
+
+    def _check_config(self, latest: str) -> None:
+        if self.config_path.is_file():
+            saved = json.loads(self.config_path.read_text())
+            if saved.get("model") != self.run_config.get("model"):
+                raise CheckpointMismatch(
+                    f"{latest} was written for model {saved.get('model')}, this run builds "
+                    f"{self.run_config.get('model')} (a different preset, vocabulary or sequence length): "
+                    "use another checkpoint_dir"
+                )
+            if saved.get("data") != self.run_config.get("data"):
+                print(
+                    f"[checkpoint] data settings changed since {latest}: {saved.get('data')} -> "
+                    f"{self.run_config.get('data')}; the data order will differ from an uninterrupted run",
+                    flush=True,
+                )
+
+    def _restore(self, latest: str) -> int:
+        status = self.checkpoint.restore(latest)
+        if any(name.startswith("data_sequences/") for name, _ in tf.train.list_variables(latest)):
+            status.assert_existing_objects_matched()
+            self.start_step, self.start_sequence = int(self.step.read_value()), int(self.data_sequences.read_value())
+        else:  # written before the data position was global: as many sequences as its steps took
+            status.expect_partial()
+            self.start_step = int(self.step.read_value())
+            self.start_sequence = self.start_step * self.sequences_per_step
+            print(f"[checkpoint] {latest} has no global data position: resuming at sequence {self.start_sequence:,}")
+        return self.start_step
+
+    def save(self) -> str | None:
+        """Writes a checkpoint named after the step (chief only); returns its path prefix."""
+        if not self.is_chief:
+            return None
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if not self.config_path.is_file():
+            self.config_path.write_text(json.dumps(self.run_config, indent=2, sort_keys=True))
+        step = int(self.step.read_value())
+        self.data_sequences.assign(self.start_sequence + (step - self.start_step) * self.sequences_per_step)
+        return self.manager.save(checkpoint_number=step, options=self.options)
+
+    def wait(self) -> None:
+        """Blocks until background writes are on disk."""
+        self.checkpoint.sync()

@@ -1,0 +1,155 @@
+import json
+import types
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from gpt.model import GPT
+
+from run import engines
+from run.engines import HorovodEngine, StrategyEngine, choose_engine, sagemaker_tf_config, worker_position
+from run.trainer import Trainer, make_optimizer
+
+
+def test_auto_picks_by_environment(monkeypatch):
+    monkeypatch.setattr(engines, "import_horovod", lambda: None)
+    assert choose_engine("auto", hosts=["algo-1"], num_gpus=0, env={}) == "default"
+    assert choose_engine("auto", hosts=["algo-1"], num_gpus=4, env={}) == "mirrored"
+    assert choose_engine("auto", hosts=["algo-1", "algo-2"], num_gpus=8, env={}) == "multi_worker"
+    assert choose_engine("auto", hosts=["algo-1"], num_gpus=0, env={"TF_CONFIG": "{}"}) == "multi_worker"
+    mpi = {"OMPI_COMM_WORLD_SIZE": "16"}
+    assert choose_engine("auto", hosts=["algo-1", "algo-2"], num_gpus=8, env=mpi) == "multi_worker"  # no Horovod here
+    monkeypatch.setattr(engines, "import_horovod", lambda: types.ModuleType("horovod.tensorflow"))
+    assert choose_engine("auto", hosts=["algo-1", "algo-2"], num_gpus=8, env=mpi) == "horovod"
+    assert choose_engine("mirrored", hosts=["algo-1", "algo-2"], num_gpus=8, env=mpi) == "mirrored"
+    with pytest.raises(ValueError, match="engine must be one of"):
+        choose_engine("parameter_server", hosts=[], num_gpus=0, env={})
+
+
+def test_horovod_engine_refuses_when_nothing_imports(monkeypatch):
+    monkeypatch.setattr(engines, "import_horovod", lambda: None)
+    with pytest.raises(RuntimeError, match=r"none of smdistributed\.dataparallel\.tensorflow, horovod\.tensorflow"):
+        engines.make_engine("horovod", hosts=["algo-1"], current_host="algo-1", num_gpus=0, env={})
+
+
+def test_tf_config_as_sagemaker_writes_it():
+    config = json.loads(sagemaker_tf_config(["algo-1", "algo-2", "algo-3"], "algo-2"))
+    assert config == {
+        "cluster": {"worker": ["algo-1:8890", "algo-2:8890", "algo-3:8890"]},
+        "task": {"type": "worker", "index": 1},
+    }
+
+
+def test_worker_position_counts_a_chief_first():
+    def resolver(cluster, task_type, task_id):
+        spec = types.SimpleNamespace(as_dict=lambda: cluster)
+        return types.SimpleNamespace(cluster_spec=lambda: spec, task_type=task_type, task_id=task_id)
+
+    assert worker_position(resolver({"worker": ["a", "b"]}, "worker", 1)) == (1, 2)
+    assert worker_position(resolver({"chief": ["c"], "worker": ["a", "b"]}, "chief", 0)) == (0, 3)
+    assert worker_position(resolver({"chief": ["c"], "worker": ["a", "b"]}, "worker", 0)) == (1, 3)
+
+
+class FakeHorovod(types.ModuleType):
+    """The hvd API surface the engine uses, for `size` ranks that all hold the same data (so averages are exact)."""
+
+    def __init__(self, size: int):
+        super().__init__("horovod.tensorflow")
+        self._size, self.calls = size, []
+
+    def init(self):
+        self.calls.append("init")
+
+    def rank(self):
+        return 0
+
+    def local_rank(self):
+        return 0
+
+    def size(self):
+        return self._size
+
+    def allreduce(self, value):  # average of `size` identical values
+        self.calls.append("allreduce")
+        return tf.identity(value)
+
+    def broadcast_variables(self, variables, root_rank):
+        self.calls.append(("broadcast", len(variables), root_rank, all(isinstance(v, tf.Variable) for v in variables)))
+
+    def DistributedGradientTape(self, tape, sparse_as_dense=False):
+        fake = self
+        assert sparse_as_dense
+
+        class Tape:
+            def gradient(self, target, sources):
+                fake.calls.append("DistributedGradientTape.gradient")
+                return tape.gradient(target, sources)  # the average of identical gradients
+
+        return Tape()
+
+
+def test_horovod_engine_trains_like_the_strategy_engine_and_broadcasts_from_rank_0():
+    hvd = FakeHorovod(size=1)
+    horovod = HorovodEngine(hvd)
+    assert hvd.calls == ["init"] and horovod.is_chief and horovod.num_replicas == 1
+    default = StrategyEngine(tf.distribute.get_strategy(), "default")
+    batch = tf.constant(np.random.default_rng(0).integers(0, 50, [1, 2, 2, 9]), tf.int32)
+    results, weights, initial = [], [], None
+    for engine in (horovod, default):
+        model = GPT.from_preset("tiny", vocab_size=50, sequence_length=8, seed=1)
+        initial = initial or model.get_weights()
+        model.set_weights(initial)
+        trainer = Trainer(
+            model, make_optimizer(model, 1e-3), engine, accumulation_steps=2, micro_batch_size=2, sequence_length=8
+        )
+        results.append(trainer.train_step(batch))
+        weights.append(model.get_weights())
+        if engine is horovod:
+            engine.after_first_step(model.variables + trainer.optimizer.variables)
+    assert results[0].loss == pytest.approx(results[1].loss, rel=1e-6)
+    for a, b in zip(*weights, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+    assert hvd.calls.count("DistributedGradientTape.gradient") == 1  # traced once, inside the accumulation loop
+    assert "allreduce" in hvd.calls  # the loss, summed over ranks
+    assert hvd.calls[-1][0] == "broadcast" and hvd.calls[-1][2:] == (0, True)
+
+
+def test_horovod_average_is_turned_back_into_a_sum():
+    engine = HorovodEngine(FakeHorovod(size=4))
+    x = tf.Variable(3.0)
+    with tf.GradientTape() as tape:
+        loss = x * x
+    # Each of 4 ranks holds the same share: the sum of their gradients is 4 x 2x = 24.
+    assert float(engine.gradient(tape, loss, [x])[0]) == 24.0
+    assert float(engine.sum_over_replicas(tf.constant(1.5))) == 6.0
+
+
+def test_pipeline_layout_groups_consecutive_devices():
+    assert engines.pipeline_layout("GPU", 8, 4) == [[f"/GPU:{i}" for i in range(4)], [f"/GPU:{i}" for i in range(4, 8)]]
+    assert engines.pipeline_layout("GPU", 8, 2)[3] == ["/GPU:6", "/GPU:7"]
+    assert engines.pipeline_layout("CPU", 2, 2) == [["/CPU:0", "/CPU:1"]]
+
+
+@pytest.mark.usefixtures("two_logical_cpus")
+def test_pipeline_engine_on_this_hosts_devices():
+    engine = engines.make_pipeline_engine(
+        "auto", model_parallel_degree=2, hosts=["algo-1"], current_host="algo-1", num_gpus=0, env={}
+    )
+    assert (engine.name, engine.replica_devices, engine.num_replicas, engine.is_chief) == (
+        "pipeline",
+        [["/CPU:0", "/CPU:1"]],
+        1,
+        True,
+    )
+    value = tf.constant([1.0, 2.0])
+    assert engine.all_reduce([value], 0, "x") == [value]  # one replica: nothing to sum
+    # TensorFlow is running with 2 logical CPUs: it cannot be split into 4 any more.
+    with pytest.raises(ValueError, match="model_parallel_degree 4 does not divide this host's 2 logical CPUs"):
+        engines.make_pipeline_engine("auto", model_parallel_degree=4, hosts=["a"], current_host="a", num_gpus=0, env={})
+
+
+def test_pipeline_refuses_the_horovod_engine():
+    with pytest.raises(ValueError, match="the Horovod API runs one process per device"):
+        engines.make_pipeline_engine(
+            "horovod", model_parallel_degree=2, hosts=["a"], current_host="a", num_gpus=8, env={}
+        )

@@ -1,0 +1,120 @@
+import re
+
+import numpy as np
+import pytest
+from contract.hparams import parse_args
+from contract.presets import parameter_count
+
+from run.job import JobError
+from run.loop import TrainingRun, weights_digest
+
+
+def test_bf16_run_with_accumulation_and_xla_trains(dataset_dir, tmp_path, capsys):
+    args = parse_args(
+        [
+            "--model_preset",
+            "tiny",
+            "--sequence_length",
+            "16",
+            "--micro_batch_size",
+            "2",
+            "--precision",
+            "bf16",
+            "--global_batch_tokens",
+            "64",
+            "--use_xla",
+            "True",
+            "--max_steps",
+            "4",
+            "--log_every",
+            "1",
+            "--learning_rate",
+            "1e-2",
+            "--lr_reference_tokens",
+            "64",
+            "--warmup_steps",
+            "0",
+            "--eval_every",
+            "0",
+            "--train_dir",
+            str(dataset_dir),
+            "--checkpoint_dir",
+            str(tmp_path / "ckpt"),
+        ],
+        env={},
+    )
+    run = TrainingRun(args, env={})
+    assert run.accumulation == 2  # 64 tokens = 2 sequences x 16 tokens x 1 replica x 2 micro-batches
+    assert run.model.blocks[0].fc.compute_dtype == "bfloat16"
+    assert run.trainer._micro_grads._jit_compile is True  # --use_xla reached the micro-batch step's tf.function
+    run.train()
+    output = capsys.readouterr().out
+    assert "global_batch_tokens=64 accumulation_steps=2 peak_lr=1.000e-02 precision=bf16" in output
+    losses = [float(x) for x in re.findall(r"^\[train\] step=\d+ loss=(\S+)", output, re.M)]
+    assert len(losses) == 4 and np.isfinite(losses).all() and losses[-1] < losses[0]
+    assert re.search(rf"^\[final\] worker=0 step=4 weights={weights_digest(run.model)}$", output, re.M)
+
+
+def pipeline_args(dataset_dir, tmp_path, *extra):
+    return parse_args(
+        [
+            *("--model_preset", "tiny", "--sequence_length", "16", "--micro_batch_size", "2"),
+            *("--model_parallel_degree", "2", "--global_batch_tokens", "128", "--microbatches", "2"),
+            *("--precision", "bf16", "--dropout", "0.1", "--max_steps", "3", "--log_every", "1"),
+            *("--learning_rate", "1e-2", "--lr_reference_tokens", "0", "--warmup_steps", "0"),
+            *("--eval_every", "3", "--eval_batches", "1", "--sample_tokens", "2"),
+            *("--train_dir", str(dataset_dir), "--checkpoint_dir", str(tmp_path / "ckpt")),
+            *("--export_dir", str(tmp_path / "model"), *extra),
+        ],
+        env={},
+    )
+
+
+@pytest.mark.usefixtures("two_logical_cpus")
+def test_pipelined_bf16_run_trains_checkpoints_and_exports(dataset_dir, tmp_path, capsys):
+    run = TrainingRun(pipeline_args(dataset_dir, tmp_path), env={})
+    # 128 tokens = 2 sequences x 16 tokens x 1 replica x 4 micro-batches, in 2 GPipe passes of 2
+    assert (run.engine.name, run.accumulation, run.trainer.passes) == ("pipeline", 4, 2)
+    assert run.model.blocks[1].fc.kernel.value.device.endswith("CPU:1")
+    run.train()
+    run.finish()
+    output = capsys.readouterr().out
+    assert "engine=pipeline workers=1 replicas=1" in output
+    assert "model_parallel_degree=2 microbatches=2 stages=[1, 1]" in output
+    losses = [float(x) for x in re.findall(r"^\[train\] step=\d+ loss=(\S+)", output, re.M)]
+    assert len(losses) == 3 and np.isfinite(losses).all() and losses[-1] < losses[0]
+    assert re.search(r"^\[valid\] step=3 val_loss=\S+", output, re.M)
+    assert (tmp_path / "ckpt" / "ckpt-3.index").is_file() and (tmp_path / "model" / "1" / "saved_model.pb").is_file()
+    assert re.search(r"^\[sample\] ", output, re.M)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--use_xla", "True"], "XLA compiles a function for one device"),
+        (["--microbatches", "3"], "microbatches 3 is not valid; expected 0 or a divisor of the 4 micro-batches"),
+    ],
+)
+def test_pipeline_configurations_that_cannot_run_are_refused(dataset_dir, tmp_path, extra, message):
+    with pytest.raises(JobError, match=message):
+        TrainingRun(pipeline_args(dataset_dir, tmp_path, *extra), env={})
+
+
+def test_shape_overrides_reach_the_model(dataset_dir, tmp_path, capsys):
+    args = parse_args(
+        [
+            *("--model_preset", "small", "--n_layer", "1", "--d_model", "32", "--n_head", "4"),
+            *("--sequence_length", "16", "--micro_batch_size", "2", "--max_steps", "1", "--eval_every", "0"),
+            *("--train_dir", str(dataset_dir), "--checkpoint_dir", str(tmp_path / "ckpt")),
+        ],
+        env={},
+    )
+    run = TrainingRun(args, env={})
+    assert (run.model.n_layer, run.model.d_model, run.model.n_head) == (1, 32, 4)
+    assert run.run_config()["model"]["n_layer"] == 1
+    vocab = run.inputs.vocab_size
+    assert run.model.count_params() == parameter_count(run.shape, vocab_size=vocab, sequence_length=16)
+    run.train()
+    config = capsys.readouterr().out.splitlines()[0]
+    # small's recipe: 2e-3 at 4,096 tokens a step; this run's batch is 32 tokens, and it is said so
+    assert "peak_lr=2.000e-03" in config and 'departs_from_recipe="global batch 32 tokens' in config

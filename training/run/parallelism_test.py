@@ -1,0 +1,25 @@
+"""Data parallel or pipelined: chosen by model_parallel_degree, and the pipelined run's accumulation rule."""
+
+from types import SimpleNamespace
+
+import pytest
+from contract.batch import BatchError
+
+from run.parallelism import DataParallel, Pipelined, for_run
+
+
+def hparams(**values) -> SimpleNamespace:
+    return SimpleNamespace(**{"model_parallel_degree": 1, "global_batch_tokens": 64, "microbatches": 0, **values})
+
+
+def test_model_parallel_degree_chooses():
+    assert type(for_run(hparams())) is DataParallel
+    assert type(for_run(hparams(model_parallel_degree=2))) is Pipelined
+
+
+def test_accumulation_steps():
+    assert DataParallel(hparams(microbatches=3)).accumulation_steps(4) == 4
+    assert Pipelined(hparams(microbatches=2)).accumulation_steps(4) == 4  # two passes of 2
+    assert Pipelined(hparams(global_batch_tokens=0, microbatches=3)).accumulation_steps(1) == 3  # one pass of 3
+    with pytest.raises(BatchError, match="microbatches"):
+        Pipelined(hparams(microbatches=3)).accumulation_steps(4)

@@ -1,0 +1,300 @@
+"""The pipeline-parallel training step: GPipe over K devices per replica, gradients summed over replicas.
+
+    on every local replica (K devices, ``engines.PipelineEngine``):
+        for each of accumulation / microbatches passes:
+            one GPipe pass over `microbatches` micro-batches (gpt/pipeline/gpipe.py)
+            -> loss and gradients, each gradient on its variable's stage device, summed over the passes
+    for each stage k: pack stage k's gradients (and, on the last stage, the loss), all-reduce SUM over replicas
+    grads /= loss_scale; norm = sqrt(sum over stages of each stage's sum of squares, the chief replica's); clip
+    keep the gradients in buffers (variables on the stage devices)
+    host: if the loss and the norm are finite, AdamW applies the buffers, each variable's update on its device
+
+The arithmetic is ``Trainer``'s: a micro-batch's loss is its summed token cross-entropy / the tokens of the
+global batch, so the summed loss is the global mean and the step equals the single-device step on the same
+batch. The gradients stay in buffers between the two tf.functions because a tf.function returns its outputs
+on the caller's device: returning them would copy every stage's gradients to device 0.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+from contract.batch import pipeline_microbatches
+from gpt.loss import sparse_cross_entropy
+from gpt.pipeline.gpipe import gpipe_gradients
+from gpt.pipeline.model import PipelinedGPT, stage_of, variable_device
+from observe.metrics import Evaluation
+
+from run.engines import PipelineEngine
+from run.trainer import AdamW, Trainer, make_optimizer, sequence_loss_sums
+
+
+class PlacedAdamW(AdamW):
+    """AdamW whose arithmetic for each variable runs on that variable's device.
+
+    Keras creates the moments next to their variables but leaves the update arithmetic without a device;
+    TensorFlow's placer then puts it on device 0 and copies every stage's weights, moments and gradients there.
+    """
+
+    def _update(self, variable, gradient, scalars):
+        with tf.device(variable_device(variable)):
+            super()._update(variable, gradient, scalars)
+
+    def _decay(self, variable, keep):
+        with tf.device(variable_device(variable)):
+            super()._decay(variable, keep)
+
+
+def make_pipeline_optimizer(model: PipelinedGPT, learning_rate, **kwargs) -> PlacedAdamW:
+    """``trainer.make_optimizer`` with PlacedAdamW, its step counter on the first stage's device."""
+    with tf.device(model.devices[0]):
+        return make_optimizer(model, learning_rate, optimizer_class=PlacedAdamW, **kwargs)
+
+
+class PipelineTrainer(Trainer):
+    """Training and evaluation steps of pipelined GPT replicas; the host side (``train_step``) is ``Trainer``'s.
+
+    Args:
+        models: one PipelinedGPT per local replica, on that replica's devices (``engine.replica_devices``).
+        optimizers: one ``make_pipeline_optimizer`` per model.
+        engine: a PipelineEngine.
+        accumulation_steps: micro-batches per optimizer step on each replica.
+        microbatches: micro-batches per GPipe pass (M); divides accumulation_steps; 0 = all of them.
+        micro_batch_size, sequence_length, precision, grad_clip, initial_loss_scale: as ``Trainer``.
+
+    Example:
+        >>> trainer = PipelineTrainer([model], [optimizer], engine, accumulation_steps=8, microbatches=8,
+        ...                           micro_batch_size=4, sequence_length=1024)
+        >>> trainer.train_step(batch)  # batch: [local_replicas, 8, 4, 1025] int32
+        StepResult(loss=10.9, grad_norm=3.2, applied=True)
+    """
+
+    def __init__(
+        self,
+        models: list[PipelinedGPT],
+        optimizers: list[PlacedAdamW],
+        engine: PipelineEngine,
+        *,
+        accumulation_steps: int,
+        microbatches: int = 0,
+        micro_batch_size: int,
+        sequence_length: int,
+        precision: str = "fp32",
+        grad_clip: float = 1.0,
+        initial_loss_scale: float = 2.0**15,
+    ):
+        microbatches = pipeline_microbatches(accumulation_steps, microbatches)  # each GPipe pass takes this many
+        if len(models) != engine.local_replicas or len(optimizers) != len(models):
+            raise ValueError(f"expected {engine.local_replicas} models and optimizers, one per local replica")
+        super().__init__(
+            models[0],
+            optimizers[0],
+            engine,
+            accumulation_steps=accumulation_steps,
+            micro_batch_size=micro_batch_size,
+            sequence_length=sequence_length,
+            precision=precision,
+            grad_clip=grad_clip,
+            initial_loss_scale=initial_loss_scale,
+        )
+        self.models, self.optimizers = list(models), list(optimizers)
+        self.microbatches, self.passes = microbatches, accumulation_steps // microbatches
+        devices = self.model.devices
+        self.stage_indices = [  # positions in trainable_variables of each stage's variables (same for every replica)
+            [i for i, v in enumerate(self.model.trainable_variables) if stage_of(v, devices) == k]
+            for k in range(len(devices))
+        ]
+        self.buffers = []
+        for model in self.models:
+            replica_buffers = []
+            for variable in model.trainable_variables:
+                with tf.device(variable_device(variable)):
+                    replica_buffers.append(tf.Variable(tf.zeros(variable.shape, tf.float32), trainable=False))
+            self.buffers.append(replica_buffers)
+        # True on the chief replica (worker 0's replica 0) only. A variable rather than a Python constant, so that
+        # every worker traces the same graph: TensorFlow's scoped allocator (on under MultiWorkerMirroredStrategy)
+        # merges collectives whose inputs are constants differently, and the workers' collectives then disagree.
+        self.chief_replica = []
+        for r, model in enumerate(self.models):
+            with tf.device(model.devices[0]):
+                self.chief_replica.append(tf.Variable(engine.is_chief and r == 0, trainable=False))
+        self._broadcast = tf.function(self._broadcast_fn)
+        self._in_sync = engine.num_replicas == 1
+
+    # --- one replica ------------------------------------------------------------------------------
+
+    def _micro_loss(self, logits: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:
+        """A micro-batch's share of the global mean loss: its summed token losses / tokens in the global batch."""
+        token_losses = sparse_cross_entropy(tf.reshape(targets, [-1]), tf.reshape(logits, [-1, logits.shape[-1]]))
+        return tf.reduce_sum(token_losses) / self.tokens_per_step  # the single-device GPT.loss_sum's arithmetic
+
+    def _replica_gradients(self, model: PipelinedGPT, tokens: tf.Tensor):
+        """Loss and gradients of one replica's [accumulation, micro_batch, T + 1] tokens: GPipe passes, summed."""
+        tokens = tf.reshape(tokens, [self.passes, self.microbatches, *tokens.shape[1:]])
+        loss, grads = gpipe_gradients(model, tokens[0], self._micro_loss, self.loss_scale)
+        if self.passes > 1:
+            for p in tf.range(1, self.passes):
+                pass_loss, pass_grads = gpipe_gradients(model, tokens[p], self._micro_loss, self.loss_scale)
+                with tf.device(model.devices[-1]):
+                    loss += pass_loss
+                summed = []
+                for variable, a, b in zip(model.trainable_variables, grads, pass_grads, strict=True):
+                    with tf.device(variable_device(variable)):
+                        summed.append(a + b)
+                grads = summed
+        return loss, grads
+
+    def _unscale_and_square(self, model: PipelinedGPT, grads: list) -> tuple[list, list]:
+        """grads / loss_scale, and each stage's sum of squared gradients; each stage's arithmetic on its device."""
+        grads, squares = list(grads), []
+        for device, indices in zip(model.devices, self.stage_indices, strict=True):
+            with tf.device(device):
+                for i in indices:
+                    grads[i] = grads[i] / self.loss_scale
+                squares.append(tf.add_n([tf.reduce_sum(tf.square(grads[i])) for i in indices]))
+        return grads, squares
+
+    def _clip(self, model: PipelinedGPT, grads: list, squares: list) -> tuple[tf.Tensor, list]:
+        """Clips to grad_clip by the global norm sqrt(sum of the stages' squares); returns (norm, clipped grads)."""
+        grads = list(grads)
+        with tf.device(model.devices[0]):
+            norm = tf.sqrt(tf.add_n(squares))  # NaN or Inf if any gradient is
+            # tf.clip_by_global_norm's factor: 1 below the limit, grad_clip / norm above it.
+            scale = self.grad_clip * tf.minimum(1.0 / norm, 1.0 / self.grad_clip) if self.grad_clip > 0 else None
+        if scale is not None:
+            for device, indices in zip(model.devices, self.stage_indices, strict=True):
+                with tf.device(device):
+                    for i in indices:
+                        grads[i] = grads[i] * scale
+        return norm, grads
+
+    # --- all replicas -----------------------------------------------------------------------------
+
+    def _sum_over_replicas(self, losses: list, grads: list[list]) -> tuple[list, list[list]]:
+        """Stage by stage: pack each replica's stage gradients (and the loss, last stage), all-reduce, unpack."""
+        if self.engine.num_replicas == 1:
+            return losses, grads
+        losses, grads = list(losses), [list(g) for g in grads]
+        last = len(self.stage_indices) - 1
+        for k, indices in enumerate(self.stage_indices):
+            sizes = [grads[0][i].shape.num_elements() for i in indices] + ([1] if k == last else [])
+            packs = []
+            for r, model in enumerate(self.models):
+                with tf.device(model.devices[k]):
+                    parts = [tf.reshape(grads[r][i], [-1]) for i in indices]
+                    packs.append(tf.concat(parts + ([tf.reshape(losses[r], [1])] if k == last else []), 0))
+            summed = self.engine.all_reduce(packs, k, "gradients")
+            for r, (model, pack) in enumerate(zip(self.models, summed, strict=True)):
+                with tf.device(model.devices[k]):
+                    pieces = tf.split(pack, sizes)
+                    for i, piece in zip(indices, pieces, strict=False):
+                        grads[r][i] = tf.reshape(piece, grads[r][i].shape)
+                    if k == last:
+                        losses[r] = tf.reshape(pieces[-1], [])
+        return losses, grads
+
+    def _from_chief(self, replica: int, value: tf.Tensor) -> tf.Tensor:
+        """``value`` on the chief replica, zeros elsewhere: summed over the replicas, the chief's value."""
+        return tf.where(self.chief_replica[replica], value, tf.zeros_like(value))
+
+    def _chief_squares(self, squares: list[list]) -> list[list]:
+        """Every replica takes the chief replica's per-stage sums of squares (a scalar all-reduce per stage).
+
+        The replicas hold bit-identical gradients after the all-reduce, but TensorFlow's CPU reductions are not
+        always bit-reproducible (seen: norms 1 ulp apart on two replicas of one process); clipping with
+        different norms would let the replicas' weights drift apart.
+        """
+        if self.engine.num_replicas == 1:
+            return squares
+        shared = [list(replica) for replica in squares]
+        for k in range(len(self.stage_indices)):
+            values = []
+            for r, model in enumerate(self.models):
+                with tf.device(model.devices[k]):
+                    values.append(self._from_chief(r, squares[r][k]))
+            for r, value in enumerate(self.engine.all_reduce(values, k, "squares")):
+                shared[r][k] = value
+        return shared
+
+    def _compute_fn(self, batch: tf.Tensor):
+        losses, grads = [], []
+        for r, model in enumerate(self.models):
+            loss, replica_grads = self._replica_gradients(model, batch[r])
+            losses.append(loss)
+            grads.append(replica_grads)
+        losses, grads = self._sum_over_replicas(losses, grads)
+        unscaled = [self._unscale_and_square(model, g) for model, g in zip(self.models, grads, strict=True)]
+        squares = self._chief_squares([stage_squares for _, stage_squares in unscaled])
+        norms = []
+        for model, (replica_grads, _), replica_squares, buffers in zip(
+            self.models, unscaled, squares, self.buffers, strict=True
+        ):
+            norm, replica_grads = self._clip(model, replica_grads, replica_squares)
+            norms.append(norm)
+            for buffer, grad in zip(buffers, replica_grads, strict=True):
+                buffer.assign(grad)  # a resource op: runs on the buffer's device
+        return losses[0], norms[0], ()
+
+    def _apply_fn(self, grads):
+        """Applies the buffered gradients (``grads`` is the empty tuple ``_compute`` returns)."""
+        for model, optimizer, buffers in zip(self.models, self.optimizers, self.buffers, strict=True):
+            optimizer.apply([b.read_value() for b in buffers], model.trainable_variables)
+
+    def _evaluate_fn(self, batch: tf.Tensor):
+        sums = []
+        for r, model in enumerate(self.models):
+            tokens, weights = batch[r][:, :-1], batch[r][:, -1]
+            logits = model(tokens[:, :-1], training=False)
+            with tf.device(model.devices[-1]):
+                token_losses = tf.nn.sparse_softmax_cross_entropy_with_logits(tokens[:, 1:], logits)
+                sums.append(sequence_loss_sums(token_losses, weights))
+        return self.engine.all_reduce(sums, len(self.model.devices) - 1, "evaluation")[0]
+
+    def _broadcast_fn(self):
+        """Every replica takes the chief replica's weights, AdamW state and dropout seed states.
+
+        One all-reduce per variable, in ``variables`` order, each after the previous one: the chief replica
+        contributes its value, every other replica zeros. In float64, which holds float32 and int64 exactly.
+        """
+        replicas = [[*m.variables, *o.variables] for m, o in zip(self.models, self.optimizers, strict=True)]
+        done = None
+        for i, variable in enumerate(replicas[0]):
+            values = []
+            for r, variables in enumerate(replicas):
+                after_previous = tf.control_dependencies([done] if done is not None else [])
+                with tf.device(variable_device(variables[i])), after_previous:
+                    value = tf.cast(tf.convert_to_tensor(variables[i]), tf.float64)
+                    values.append(self._from_chief(r, value))
+            stage = stage_of(variable, self.model.devices)
+            assigns = []
+            for variables, value in zip(replicas, self.engine.all_reduce(values, stage, f"broadcast/{i}"), strict=True):
+                with tf.device(variable_device(variables[i])):
+                    assigns.append(variables[i].assign(tf.cast(value, variables[i].dtype)))
+            done = tf.group(*assigns)
+
+    # --- host -------------------------------------------------------------------------------------
+
+    def sync_replicas(self) -> None:
+        """Copies the chief replica's state to every replica (done before the first step; again after a restore)."""
+        if self.engine.num_replicas > 1:
+            self._broadcast()
+        self._in_sync = True
+
+    def train_step(self, batch: tf.Tensor):
+        if not self._in_sync:
+            self.sync_replicas()
+        return super().train_step(batch)
+
+    def evaluate(self, dataset: tf.data.Dataset) -> Evaluation:
+        if not self._in_sync:
+            self.sync_replicas()
+        return super().evaluate(dataset)
+
+
+def build_pipeline_replicas(engine: PipelineEngine, build_model, learning_rate, **optimizer_kwargs):
+    """One model (``build_model(devices)``) and one PlacedAdamW per local replica of ``engine``."""
+    models, optimizers = [], []
+    for devices in engine.replica_devices:
+        model = build_model(devices)
+        models.append(model)
+        optimizers.append(make_pipeline_optimizer(model, learning_rate, **optimizer_kwargs))
+    return models, optimizers

@@ -1,0 +1,212 @@
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from gpt.model import GPT
+from gpt.pipeline.model import PipelinedGPT
+
+from conftest import free_ports
+from run.engines import PipelineEngine, StrategyEngine
+from run.pipeline_trainer import PipelineTrainer, build_pipeline_replicas
+from run.trainer import PRECISIONS, Trainer, make_optimizer
+
+pytestmark = pytest.mark.usefixtures("two_logical_cpus")
+T, VOCAB = 16, 97
+
+
+def build_pipeline(
+    *, seed=7, accumulation=4, microbatches=2, micro=2, lr=3e-3, dropout=0.0, replicas=1, precision="fp32", **kwargs
+):
+    """K = 2 pipeline replicas on logical CPUs (replica r on CPU 2r and 2r + 1), like the training run builds them."""
+    engine = PipelineEngine([[f"/CPU:{2 * r}", f"/CPU:{2 * r + 1}"] for r in range(replicas)])
+    keras.utils.set_random_seed(seed)  # the same initial weights in every run
+
+    def model(devices):
+        return PipelinedGPT.from_preset(
+            "tiny",
+            vocab_size=VOCAB,
+            sequence_length=T,
+            seed=seed,
+            dropout=dropout,
+            devices=devices,
+            dtype=PRECISIONS[precision],
+        )
+
+    models, optimizers = build_pipeline_replicas(engine, model, lr, weight_decay=0.1)
+    trainer = PipelineTrainer(
+        models,
+        optimizers,
+        engine,
+        accumulation_steps=accumulation,
+        microbatches=microbatches,
+        micro_batch_size=micro,
+        sequence_length=T,
+        precision=precision,
+        **kwargs,
+    )
+    return models[0], trainer
+
+
+def build_single(*, seed=7, accumulation=4, micro=2, lr=3e-3, dropout=0.0, precision="fp32", **kwargs):
+    model = GPT.from_preset(
+        "tiny", vocab_size=VOCAB, sequence_length=T, seed=seed, dropout=dropout, dtype=PRECISIONS[precision]
+    )
+    engine = StrategyEngine(tf.distribute.get_strategy(), "default")
+    optimizer = make_optimizer(model, lr, weight_decay=0.1)
+    trainer = Trainer(
+        model,
+        optimizer,
+        engine,
+        accumulation_steps=accumulation,
+        micro_batch_size=micro,
+        sequence_length=T,
+        precision=precision,
+        **kwargs,
+    )
+    return model, trainer
+
+
+def random_batches(n, shape=(1, 4, 2), seed=0):
+    rng = np.random.default_rng(seed)
+    return [tf.constant(rng.integers(0, VOCAB, (*shape, T + 1)), tf.int32) for _ in range(n)]
+
+
+def test_steps_match_the_single_device_trainer_with_dropout_and_two_passes():
+    # 4 micro-batches a step in 2 GPipe passes of 2; dropout on (each block's seed advances once per micro-batch
+    # in both); the gradient norm (~2) is clipped to 1.
+    pipelined, pipeline_trainer = build_pipeline(dropout=0.1)
+    single, trainer = build_single(dropout=0.1)
+    single.set_weights(pipelined.get_weights())
+    for batch in random_batches(3):
+        a, b = pipeline_trainer.train_step(batch), trainer.train_step(batch)
+        # float32, the same arithmetic in another order (per-stage sums of squares for the norm): seen equal
+        # losses, norms within 2e-7 relative.
+        assert a.loss == pytest.approx(b.loss, rel=1e-6) and a.grad_norm == pytest.approx(b.grad_norm, rel=1e-5)
+        assert a.applied and b.applied and a.grad_norm > 1.0
+    # Adam divides by sqrt(v): for near-zero gradients float rounding moves a weight by up to ~lr / 1000.
+    for x, y in zip(pipelined.get_weights(), single.get_weights(), strict=True):
+        np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5)
+    assert int(pipeline_trainer.optimizer.iterations) == int(pipeline_trainer.step) == 3
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_mixed_precision_steps_match_the_single_device_trainer(precision):
+    pipelined, pipeline_trainer = build_pipeline(precision=precision)
+    single, trainer = build_single(precision=precision)
+    single.set_weights(pipelined.get_weights())
+    assert pipelined.blocks[1].fc.compute_dtype == {"bf16": "bfloat16", "fp16": "float16"}[precision]
+    for batch in random_batches(2):
+        a, b = pipeline_trainer.train_step(batch), trainer.train_step(batch)
+        # 16-bit activations cross the stage boundary unchanged (seen: loss and norm equal to the last bit).
+        assert a.loss == pytest.approx(b.loss, rel=1e-5) and a.grad_norm == pytest.approx(b.grad_norm, rel=1e-4)
+    if precision == "fp16":
+        assert float(pipeline_trainer.loss_scale) == float(trainer.loss_scale) == 2.0**15
+
+
+def test_adamw_and_gradient_buffers_stay_on_their_stages_devices():
+    model, trainer = build_pipeline()
+    trainer.train_step(random_batches(1)[0])
+    slots = [v for v in trainer.optimizer.variables if "momentum" in v.path or "velocity" in v.path]
+    for variable in model.trainable_variables:
+        device = variable.value.device
+        name = variable.path.split("/", 1)[1].replace("/", "_")
+        assert [s.value.device for s in slots if name in s.path] == [device, device], variable.path
+    assert [b.device for b in trainer.buffers[0]] == [v.value.device for v in model.trainable_variables]
+    # Keras leaves the update arithmetic unplaced (TensorFlow would run it on device 0); PlacedAdamW places it.
+    graph = trainer._apply.get_concrete_function(()).graph
+    arithmetic = [
+        op
+        for op in graph.get_operations()
+        if op.type in ("Mul", "Sub", "AddV2", "Sqrt", "RealDiv", "Square") and op.outputs[0].shape.rank
+    ]
+    assert arithmetic and all(op.device for op in arithmetic), [op.name for op in arithmetic if not op.device]
+    assert {op.device[-5:] for op in arithmetic} == {"CPU:0", "CPU:1"}
+    adam = [op for op in graph.get_operations() if op.type == "ResourceApplyAdam"]  # each variable's update kernel
+    assert len(adam) == len(model.trainable_variables) and {op.device[-5:] for op in adam} == {"CPU:0", "CPU:1"}
+
+
+def test_microbatches_must_divide_the_steps_micro_batches():
+    with pytest.raises(ValueError, match="microbatches 3 is not valid; expected 0 or a divisor of the 4 micro-batches"):
+        build_pipeline(accumulation=4, microbatches=3)
+
+
+REPLICAS_SCRIPT = """
+import json, sys
+import numpy as np
+import tensorflow as tf
+from run.engines import split_cpu
+assert split_cpu(4) == 4 and len(tf.config.list_logical_devices("CPU")) == 4  # initialised: conftest keeps it
+from run.pipeline_trainer_test import build_pipeline, build_single, random_batches
+
+pipelined, pipeline_trainer = build_pipeline(replicas=2, seed=7)  # replica 1 starts from other weights ...
+single, trainer = build_single(seed=7, micro=4)
+single.set_weights(pipelined.get_weights())
+results = []
+for batch in random_batches(2, shape=(2, 4, 2)):
+    # ... the global batch: replica 0's 2 sequences, then replica 1's, in each micro-batch
+    a = pipeline_trainer.train_step(batch)
+    b = trainer.train_step(tf.concat([batch[0:1], batch[1:2]], axis=2))
+    results.append([a.loss, b.loss, a.grad_norm, b.grad_norm])
+replica_1 = pipeline_trainer.models[1]
+print(json.dumps({
+    "steps": results,
+    "replicas_equal": all(np.array_equal(x, y) for x, y in zip(replica_1.get_weights(), pipelined.get_weights())),
+    "from_single": max(float(np.abs(x - y).max()) for x, y in zip(replica_1.get_weights(), single.get_weights())),
+    "devices": sorted({v.value.device[-5:] for v in replica_1.variables}),
+}))
+"""
+
+
+def test_two_pipeline_replicas_sum_their_gradients_like_one_device_on_the_global_batch():
+    # Four logical CPUs: TensorFlow must be configured before it starts, so in a fresh process.
+    training = Path(__file__).parents[1]
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(REPLICAS_SCRIPT)],
+        cwd=training,
+        env={"PYTHONPATH": f"{training}", "TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["devices"] == ["CPU:2", "CPU:3"]  # replica 1 lives on the other two devices
+    for pipelined_loss, loss, pipelined_norm, norm in report["steps"]:
+        assert pipelined_loss == pytest.approx(loss, rel=1e-6) and pipelined_norm == pytest.approx(norm, rel=1e-5)
+    # Replica 1 was broadcast replica 0's initial weights, then took the same all-reduced steps: bit-identical.
+    assert report["replicas_equal"]
+    # Within 1e-4 of one device (seen 2e-5): the first Adam steps move every weight by about lr x sign(gradient),
+    # so float rounding in near-zero gradients shows in a few weights.
+    assert report["from_single"] < 1e-4, report
+
+
+def test_two_hosts_each_driving_a_pipeline_end_with_identical_weights(dataset_dir, tmp_path):
+    # Data parallelism across hosts: two train.py workers (TF_CONFIG), each splitting its CPU into K = 2 devices.
+    from train_test import BASE, digests, run_script
+
+    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    args = [*BASE, "--max_steps", "2", "--log_every", "1", "--eval_every", "2", "--eval_batches", "1"]
+    args += ["--sample_tokens", "0", "--train_dir", str(dataset_dir), "--checkpoint_dir", str(tmp_path / "ckpt")]
+    args += ["--model_parallel_degree", "2", "--microbatches", "2"]
+    processes = []
+    for index in range(2):
+        env = {
+            "TF_CONFIG": json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}),
+            "SM_MODEL_DIR": str(tmp_path / f"model-{index}"),
+            "SM_OUTPUT_DIR": str(tmp_path / f"output-{index}"),
+        }
+        processes.append(run_script(Path(__file__).parents[1], args, env))
+    outputs = [p.communicate(timeout=240)[0] for p in processes]
+    assert [p.returncode for p in processes] == [0, 0], outputs
+    chief, other = outputs
+    assert "engine=pipeline_multi_worker workers=2 replicas=2" in chief
+    assert "model_parallel_degree=2 microbatches=2 stages=[1, 1]" in chief
+    assert "[valid] step=2" in chief and "[train]" not in other
+    assert digests(chief)[0] == digests(other)[1]  # bit-identical weights on both hosts
+    assert (tmp_path / "model-0" / "1").is_dir() and not (tmp_path / "model-1").exists()
