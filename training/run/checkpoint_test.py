@@ -143,3 +143,13 @@ def test_a_pipelined_checkpoint_restores_into_one_device_and_back(tmp_path):
     for a, b in zip(state(single, trainer), state(restored, restored_trainer), strict=True):
         np.testing.assert_array_equal(a, b)
     assert restored.blocks[1].fc.kernel.value.device.endswith("CPU:1")  # restored in place, on the stage's device
+
+
+def test_the_newest_checkpoint_is_the_highest_step_not_the_last_in_text_order(tmp_path):
+    _, trainer, checkpointer = build(tmp_path)
+    for step in (9, 10):  # as text, "9" sorts after "10"
+        trainer.step.assign(step)
+        checkpointer.save()
+    checkpointer.wait()
+    assert build(tmp_path)[2].restore_latest() == 10
+
