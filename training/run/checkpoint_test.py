@@ -153,3 +153,16 @@ def test_the_newest_checkpoint_is_the_highest_step_not_the_last_in_text_order(tm
     checkpointer.wait()
     assert build(tmp_path)[2].restore_latest() == 10
 
+
+def test_the_data_position_carries_over_a_resume_with_another_batch(tmp_path):
+    _, trainer, checkpointer = build(tmp_path, sequences_per_step=8)
+    trainer.step.assign(5)
+    checkpointer.save()  # 5 steps of 8 sequences: the next is sequence 40
+    checkpointer.wait()
+    _, trainer, resized = build(tmp_path, sequences_per_step=4)
+    assert resized.restore_latest() == 5 and resized.start_sequence == 40
+    trainer.step.assign(7)
+    resized.save()  # 2 more steps of 4: 48, not 7 x 4
+    resized.wait()
+    _, _, restored = build(tmp_path, sequences_per_step=4)
+    assert restored.restore_latest() == 7 and restored.start_sequence == 48
