@@ -129,6 +129,7 @@ def test_a_spot_interruption_restarts_the_job_from_its_checkpoint_losing_no_fini
     assert lines[-1].startswith("[train] step=12 ")
     note = spot_interruption(tmp_path, job, lines)  # the step it stops at depends on this machine's speed
     assert re.match(r"interrupted after step (\d+), resumed at step \1: 0 steps lost; training \d+ s, billed", note)
+    assert job["BillableTimeInSeconds"] <= job["TrainingTimeInSeconds"]  # both attempts, per instance
 
 
 def test_without_namespaces_the_hosts_of_a_job_run_as_one_with_a_notice(tmp_path, monkeypatch, capsys):
@@ -143,3 +144,13 @@ def test_without_namespaces_the_hosts_of_a_job_run_as_one_with_a_notice(tmp_path
         "  note: no namespaces for this test, so hosts are plain processes here (the job's 2 hosts as one, on the "
         "same data), and a stop signals a host's processes, not its PID 1"
     )
+
+
+def test_billable_time_is_per_instance_never_more_than_the_training_time(tmp_path, monkeypatch):
+    """BillableTimeInSeconds is per instance (DescribeTrainingJob): a 3-host job is not billed 3 times over."""
+    monkeypatch.setattr(namespaces, "isolation", lambda: (None, "no namespaces for this test"))
+    request, store = fake_job(tmp_path, count=3)
+    job = run_training_job(request, store, tmp_path / "jobs", tmp_path / "efs", echo="none")
+    # TRAINER sleeps 12 x 50 ms, so the hosts ran 0.6 s or more: at least 1 s, rounded.
+    billed, trained = job["BillableTimeInSeconds"], job["TrainingTimeInSeconds"]
+    assert 1 <= billed <= trained, f"billed {billed} s per instance for {trained} s of training"
