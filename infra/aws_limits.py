@@ -24,6 +24,9 @@ S3_MAX_OBJECT_MB = 5 * 1024 * 1024  # 5 TiB (Amazon S3 user guide, "Uploading ob
 # StoppingCondition.MaxRuntimeInSeconds: "The maximum value is 28 days." (botocore's documentation of the member;
 # the shape itself has no max).
 SAGEMAKER_MAX_RUN_HOURS = 28 * 24
+# "The maximum time that a TrainingJob can run in total, including any time spent publishing metrics or archiving and
+# uploading models after it has been stopped, is 30 days." (the same text): a stopped job may take 2 days more.
+SAGEMAKER_UPLOAD_HOURS = 30 * 24 - SAGEMAKER_MAX_RUN_HOURS
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,6 +11,7 @@ import pytest
 from aws_cdk.assertions import Template
 
 from infra.plan_step.plan import InputError
+from infra.plan_step.requests import TASK_TIMEOUT_SECONDS
 from local.definition import resolve_definition
 from tests.synth import ROOT, synth_template
 
@@ -59,8 +60,8 @@ def test_sagemaker_states_pass_the_request_the_builder_returns(definition: dict,
     assert task["Resource"] == f"arn:aws:states:::sagemaker:{action}"
     assert task["InputPath"] == f"$.plan.requests.{request}" and "Parameters" not in task
     assert any(c["Next"] == "NotifyFailure" for c in task["Catch"])
-    if action.endswith(".sync"):  # the default (60 s in the ASL spec) would fail any real job
-        assert task["TimeoutSeconds"] >= 24 * 3600
+    if action.endswith(".sync"):  # the default (60 s in the ASL spec) would fail any real job; the table outlasts
+        assert task["TimeoutSeconds"] == TASK_TIMEOUT_SECONDS[request]  # each job (requests_test)
 
 
 def test_every_task_routes_failures_to_the_notification(definition: dict):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from infra.config import SAGEMAKER_MAX_RUN_HOURS
+from infra.aws_limits import SAGEMAKER_MAX_RUN_HOURS, SAGEMAKER_UPLOAD_HOURS
 from infra.images import TENSORFLOW_VERSION, image_key
 from infra.instances import INSTANCE_TYPES
 from infra.plan_step import debugger
@@ -53,12 +53,14 @@ CHECKPOINT_DIR = "/opt/ml/checkpoints"
 TENSORBOARD_DIR = "/opt/ml/output/tensorboard"  # TensorBoardOutputConfig's LocalPath (and its default)
 REPORT_FILE = "training-report.html"  # what train.py writes into TENSORBOARD_DIR (training/observe/report.py)
 PREPROCESS_HOURS = 24
-# How long a job's Task state waits before it times out (ASL's default is 60 s): the longest the job may
-# take, so that SageMaker's own limits (MaxRuntime, MaxWait) end a job first, plus an hour.
+MAX_WAIT_FACTOR = 2  # a spot job's MaxWait: its MaxRuntime, and as long again waiting for capacity
+# How long a job's Task state waits before it times out (ASL's default is 60 s): longer than the job may take, so
+# that SageMaker's own limits end a job first. Processing: its MaxRuntime, plus an hour. Training: the longest
+# MaxWait a spot job may have, plus the upload SageMaker allows after it stops a job (SAGEMAKER_UPLOAD_HOURS).
 TASK_TIMEOUT_SECONDS = {
     "tokenizer": PREPROCESS_HOURS * 3600 + 3600,
     "shards": PREPROCESS_HOURS * 3600 + 3600,
-    "training": 2 * SAGEMAKER_MAX_RUN_HOURS * 3600 + 3600,  # spot: MaxWait up to twice the longest MaxRuntime
+    "training": (MAX_WAIT_FACTOR * SAGEMAKER_MAX_RUN_HOURS + SAGEMAKER_UPLOAD_HOURS) * 3600,
 }
 # The training package's entry points (at the root of sourcedir.tar.gz), by job kind.
 ENTRY_POINTS = {"train": "train.py", "preprocess": "preprocess.py"}
@@ -202,7 +204,7 @@ def training_job_request(settings: StackSettings, inp: WorkflowInput, name: str,
         # Spot waits up to as long again for capacity; SageMaker requires MaxWait >= MaxRuntime.
         "StoppingCondition": {
             "MaxRuntimeInSeconds": max_run,
-            **({"MaxWaitTimeInSeconds": 2 * max_run} if train.spot else {}),
+            **({"MaxWaitTimeInSeconds": MAX_WAIT_FACTOR * max_run} if train.spot else {}),
         },
         "EnableManagedSpotTraining": train.spot,
         "CheckpointConfig": {"S3Uri": f"s3://{settings.checkpoints_bucket}/{run_name}/", "LocalPath": CHECKPOINT_DIR},

@@ -6,6 +6,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+from infra.aws_limits import SAGEMAKER_MAX_RUN_HOURS
 from infra.plan_step import processing_requests, requests
 from infra.plan_step.execution_input import parse_input
 from infra.plan_step.metric_definitions import METRIC_DEFINITIONS
@@ -90,6 +91,20 @@ def test_spot_training_waits_longer_than_it_runs_and_checkpoints(settings):
     assert request["CheckpointConfig"] == {"S3Uri": "s3://checkpoints-bucket/run/", "LocalPath": "/opt/ml/checkpoints"}
     on_demand = training(settings, spot=False, max_run_hours=10)
     assert on_demand["StoppingCondition"] == {"MaxRuntimeInSeconds": 36_000}
+
+
+def test_each_job_state_waits_longer_than_its_job_may_take(settings):
+    """A Task state that times out under a running job fails a run SageMaker would have finished."""
+    longest = training(settings, spot=True, max_run_hours=SAGEMAKER_MAX_RUN_HOURS)["StoppingCondition"]
+    assert longest["MaxWaitTimeInSeconds"] == 2 * longest["MaxRuntimeInSeconds"] == 2 * 672 * 3600
+    upload = (30 - 28) * 24 * 3600  # a stopped job's upload: "30 days" in total, of which MaxRuntime is at most 28
+    assert requests.TASK_TIMEOUT_SECONDS["training"] >= longest["MaxWaitTimeInSeconds"] + upload
+    inp = parse_input({}, settings.stage_config)
+    for kind, request in (
+        ("tokenizer", processing_requests.tokenizer_job_request(settings, inp, "j-tok", "s3://b/m")),
+        ("shards", processing_requests.shards_job_request(settings, inp, "j-shd")),
+    ):
+        assert requests.TASK_TIMEOUT_SECONDS[kind] > request["StoppingCondition"]["MaxRuntimeInSeconds"], kind
 
 
 def test_volumes_outputs_and_traffic_are_encrypted(settings):
