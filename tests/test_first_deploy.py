@@ -28,6 +28,11 @@ def lambda_environment(template: dict, logical_id: str) -> str:
     return json.dumps(LongestValues(template).value(variables), separators=(",", ":"))
 
 
+def test_the_environment_is_measured_as_lambda_measures_it_escapes_included():
+    template = {"Resources": {"F": {"Properties": {"Environment": {"Variables": {"A": '{"b":"c"}'}}}}}}
+    assert lambda_environment(template, "F") == r'{"A":"{\"b\":\"c\"}"}'  # 21 bytes: each quote inside escaped
+
+
 @pytest.mark.parametrize("stage", STAGES)
 def test_every_function_environment_fits_lambdas_4_kb_with_every_reference_at_its_longest(stage: str):
     template = synth_template(stage)
