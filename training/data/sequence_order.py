@@ -9,7 +9,8 @@ Two orders (``data_order``); in both, epoch e = g // records is a permutation of
 
 ``permutation`` (the default, ``PermutedOrder``): a full random permutation of the epoch, computed per index in O(1)
 memory as a seeded bijection of [0, records): a Feistel network on the smallest even number of bits that holds
-``records``, walked again until it lands in range (cycle walking, Black & Rogaway 2002). Every record is one read.
+``records``, walked again until it lands in range (cycle walking, Black & Rogaway 2002: at most once for each value of
+the network outside the range, ``PermutedOrder.max_walk``). Every record is one read.
 
 ``blocks`` (``SequenceOrder``): two seeded shuffles that keep a step's reads within a few 64-record regions:
 
@@ -158,14 +159,28 @@ class PermutedOrder:
             left, right = right, left ^ (_mix(right ^ key) & mask)
         return (left << bits) | right
 
+    @property
+    def max_walk(self) -> int:
+        """The most passes cycle walking takes after the first: the values of [0, 4**half_bits) outside
+        [0, records). The network's cycle through an index in range comes back into range before it has
+        visited every value outside it; a walk any longer means the network is not a bijection."""
+        return 4**self.half_bits - self.records
+
     def permute(self, e: int, indices: np.ndarray) -> np.ndarray:
         """Epoch ``e``'s position of each epoch index: a bijection of [0, records)."""
         keys = self._keys(e)
         values = self._feistel(np.asarray(indices, np.uint64), keys)
         outside = np.flatnonzero(values >= self.records)
-        while len(outside):  # cycle walking: the next value of a cycle that leaves [0, records) until it returns
+        for _ in range(self.max_walk):  # cycle walking: the next value of a cycle that leaves [0, records)
+            if not len(outside):
+                break
             values[outside] = self._feistel(values[outside], keys)
             outside = outside[values[outside] >= self.records]
+        if len(outside):
+            raise RuntimeError(
+                f"cycle walking left [0, {self.records:,}) for over {self.max_walk:,} passes, more than any "
+                f"bijection of [0, {4**self.half_bits:,}) needs: the Feistel network is not a permutation"
+            )
         return values.astype(np.int64)
 
     def locate(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from data.sequence_order import PermutedOrder, SequenceOrder
 
@@ -57,3 +58,17 @@ def test_the_permutation_spreads_neighbours_over_the_epoch_as_a_random_one_does(
     assert np.mean(jumps < 64) < 0.02  # neighbours within a 64-record block: 1.3% at random (blocks: most)
     blocks = pairs(SequenceOrder([10_000], seed=5, window=1024), np.arange(10_000))
     assert np.mean(np.abs(np.diff([r for _, r in blocks])) < 64) > 0.05
+
+
+def test_a_network_that_is_no_bijection_fails_after_the_bounded_walk_instead_of_spinning(monkeypatch):
+    order = PermutedOrder(SIZES, seed=3)  # 287 records: 10 bits, 1,024 values, at most 737 passes after the first
+    passes = []
+
+    def outside_for_ever(values, keys):  # every value maps to one outside [0, 287): the walk never comes back
+        passes.append(len(values))
+        return np.full_like(values, 1000)
+
+    monkeypatch.setattr(order, "_feistel", outside_for_ever)
+    with pytest.raises(RuntimeError, match=r"left \[0, 287\) for over 737 passes, .* not a permutation"):
+        order.permute(0, np.arange(10))
+    assert len(passes) == 1 + order.max_walk == 738
