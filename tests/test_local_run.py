@@ -20,6 +20,9 @@ import pytest
 
 from tests.synth import ROOT
 
+# About 20 minutes together on a CI machine of two cores; a run's own wait (finish) is 900 s.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+
 TINY = {
     "dataset": {"name": "e2e"},
     "corpus": {"tokenizer_sample_bytes": "2M"},
@@ -125,6 +128,7 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+@pytest.mark.timeout(3000)  # two runs: up to 600 s to the first checkpoint, then 900 s
 def test_stopped_run_resumes_from_its_checkpoint(runs: Path, tmp_path: Path):
     longer = {
         **TINY,
