@@ -11,7 +11,8 @@ from dataclasses import replace
 import pytest
 from preprocess import parse_size
 
-from infra.plan_step.execution_input import SIZE
+from infra.aws_limits import aws_limits
+from infra.plan_step.execution_input import MAX_PILE_SET_NAMES, PILE_SET_OPTION, SIZE
 from infra.plan_step.plan import InputError, plan_execution
 from local.folder_store import FolderStore
 
@@ -152,6 +153,17 @@ def test_bad_input_names_the_field(settings, store, raw, message):
     with pytest.raises(InputError, match=None) as error:
         plan_execution(raw, "exec", settings, store)
     assert message in str(error.value)
+
+
+def test_the_most_and_the_longest_pile_set_names_are_accepted(settings, store):
+    longest = aws_limits().container_argument_chars - len(PILE_SET_OPTION)
+    assert (longest, MAX_PILE_SET_NAMES) == (239, 64)  # one more character, or one more name, is refused (above)
+    names = [f"{i:02d}".ljust(longest, "x") for i in range(MAX_PILE_SET_NAMES)]
+    raw = {"corpus": {"s3_uri": "s3://raw-bucket/pile/", "pile_set_names": ",".join(names)}}
+    arguments = plan_execution(raw, "exec", settings, store)["requests"]["shards"]["AppSpecification"]
+    assert [a for a in arguments["ContainerArguments"] if a.startswith(PILE_SET_OPTION)] == [
+        PILE_SET_OPTION + name for name in names
+    ]
 
 
 def test_the_summary_states_the_recipe_and_its_departures(settings, store):
