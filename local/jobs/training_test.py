@@ -100,17 +100,29 @@ for step in range(start + 1, 13):
 """
 
 
+# What the toolkit's `train` does with the training script, as far as a stop goes: no SIGTERM handler, the script's
+# output relayed through a pipe, its status passed on. The init must signal the script, not the relay.
+RELAY = """
+import subprocess, sys
+script = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, text=True)
+for line in script.stdout:
+    print(line, end="", flush=True)
+sys.exit(script.wait())
+"""
+
+
 def fake_job(tmp_path, count: int) -> tuple[dict, FolderStore]:
-    """A spot training request whose container runs the init and TRAINER, and its store."""
+    """A spot training request whose container runs the init, RELAY and TRAINER, and its store."""
     store = FolderStore(tmp_path / "s3")
     store.path("s3://assets/code.tar.gz").parent.mkdir(parents=True)
     store.path("s3://assets/code.tar.gz").write_bytes(b"")
-    script = tmp_path / "trainer.py"
-    script.write_text(TRAINER)
+    for name, source in (("relay.py", RELAY), ("trainer.py", TRAINER)):
+        (tmp_path / name).write_text(source)
     container = training_container(image_forwards_signals=False)
+    command = [sys.executable, str(tmp_path / "relay.py"), sys.executable, str(tmp_path / "trainer.py")]
     request = {
         "TrainingJobName": "job",
-        "AlgorithmSpecification": {**container, "ContainerArguments": [sys.executable, str(script)]},
+        "AlgorithmSpecification": {**container, "ContainerArguments": command},
         "HyperParameters": {"sagemaker_submit_directory": '"s3://assets/code.tar.gz"'},
         "ResourceConfig": {"InstanceType": "ml.m5.xlarge", "InstanceCount": count},
         "OutputDataConfig": {"S3OutputPath": "s3://models/training/"},
