@@ -85,6 +85,28 @@ def test_a_processing_container_gets_the_same_init_which_signals_a_lone_command_
     assert codes["algo-1"] == 143 and (tmp_path / "script").read_text() == "SIGTERM"
 
 
+# A script that, on SIGTERM, leaves its last write to a process of its own and exits at once.
+HANDS_OVER = """
+import pathlib, signal, subprocess, sys, time
+folder = pathlib.Path(sys.argv[1])
+def hand_over(signum, frame):
+    subprocess.Popen(["sh", "-c", "sleep 0.2; echo written > $0", str(folder / "script")])
+    sys.exit(143)
+signal.signal(signal.SIGTERM, hand_over)
+(folder / "script-ready").touch()
+time.sleep(60)
+"""
+
+
+@needs_namespaces
+def test_after_a_stop_the_init_waits_for_every_process_before_the_container_ends(tmp_path):
+    (tmp_path / "hands_over.py").write_text(HANDS_OVER)
+    container = training_container(image_forwards_signals=False)
+    command = container_command(container["ContainerEntrypoint"], [sys.executable, str(tmp_path / "hands_over.py")])
+    codes = stop_a_job(tmp_path, [*command, str(tmp_path)])  # its PID 1 leaving would kill the writer
+    assert codes["algo-1"] == 143 and (tmp_path / "script").read_text() == "written\n"
+
+
 def test_without_namespaces_a_stop_reaches_the_script_as_the_init_would_pass_it_on(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(namespaces, "isolation", lambda: (None, "no namespaces for this test"))
     container = training_container(image_forwards_signals=False)
