@@ -47,7 +47,7 @@ def test_hangs_in_c():  # last: it ends the run
 
 
 def test_a_hung_test_fails_with_its_name_within_the_suites_time_limit(tmp_path: Path):
-    header = pytest_in(ROOT, "-v", "--co", "training/data/sequence_order_test.py")
+    header = pytest_in(ROOT, "-v", "--co", "tests/test_full_run.py")
     assert "timeout: 600.0s\ntimeout method: signal" in header.stdout, header.stdout  # pyproject.toml's default
     (tmp_path / "test_hangs.py").write_text(HANGS)
     python, c = (pytest_in(tmp_path, "-p", "tests.hang_guard", "-o", "timeout=2", f"test_hangs.py::{name}")
