@@ -2,7 +2,7 @@
 
 pytest-timeout (``timeout`` in pyproject.toml, ``@pytest.mark.timeout`` on the long tests) fails a test that runs
 past its limit with SIGALRM, and the run goes on. A hang inside C code that never comes back to Python (a blocked
-TensorFlow op or collective) never takes that signal, so a tenth of the limit later this plugin prints every
+TensorFlow op or collective) never takes that signal, so ``hang_guard_seconds`` later this plugin prints every
 thread's stack, the hung test's frames in the main thread's, and ends the run (pytest-timeout's thread method).
 """
 
@@ -13,13 +13,19 @@ import threading
 import pytest
 from pytest_timeout import timeout_timer
 
-GRACE = 0.1  # of the test's limit: a test failed by SIGALRM has that long to tear down
 _TIMER = pytest.StashKey[threading.Timer]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    description = "seconds past a test's time limit before a hang SIGALRM did not end ends the run (default 60)"
+    parser.addini("hang_guard_seconds", description, default="60")
 
 
 def pytest_timeout_set_timer(item: pytest.Item, settings) -> None:
     if settings.method == "signal" and settings.timeout:
-        timer = threading.Timer(settings.timeout * (1 + GRACE), timeout_timer, (item, settings))
+        # Time enough for a test failed by SIGALRM to report and tear down, on a loaded machine.
+        grace = float(item.config.getini("hang_guard_seconds"))
+        timer = threading.Timer(settings.timeout + grace, timeout_timer, (item, settings))
         timer.daemon = True
         timer.start()
         item.stash[_TIMER] = timer

@@ -50,7 +50,8 @@ def test_a_hung_test_fails_with_its_name_within_the_suites_time_limit(tmp_path: 
     header = pytest_in(ROOT, "-v", "--co", "tests/test_full_run.py")
     assert "timeout: 600.0s\ntimeout method: signal" in header.stdout, header.stdout  # pyproject.toml's default
     (tmp_path / "test_hangs.py").write_text(HANGS)
-    python, c = (pytest_in(tmp_path, "-p", "tests.hang_guard", "-o", "timeout=2", f"test_hangs.py::{name}")
+    limits = ("-o", "timeout=2", "-o", "hang_guard_seconds=1")
+    python, c = (pytest_in(tmp_path, "-p", "tests.hang_guard", *limits, f"test_hangs.py::{name}")
                  for name in ("test_hangs_in_python", "test_hangs_in_c"))  # fmt: skip
     assert python.returncode == 1 and c.returncode == 1, python.stdout + c.stdout
     assert "FAILED test_hangs.py::test_hangs_in_python - Failed: Timeout (>2.0s)" in python.stdout
