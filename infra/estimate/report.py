@@ -8,7 +8,7 @@ import math
 from infra.estimate.estimate import Estimate, EstimateInputs, estimate_inputs
 from infra.estimate.layouts import cheapest_fitting, suggestions
 from infra.estimate.memory import GIB
-from infra.estimate.runtime import START_UP_HOURS, margin, needed_hours
+from infra.estimate.runtime import START_UP_HOURS, finishes, margin, needed_hours
 from infra.instances import GPU_TRAINING_TYPES, PRICES_AS_OF, PRICES_REGION, SPOT_DISCOUNT
 from infra.presets import ModelShape, model_presets
 from infra.recipe import recipe_for
@@ -112,7 +112,7 @@ def describe(p: Estimate, max_run_hours: int | None = None, spot: bool = False) 
 def _time_limit(p: Estimate, spot: bool, max_run_hours: int) -> str:
     """``  time limit             313 h needed (+15% checkpoints, spot restarts; 0.5 h start-up) of 336: finishes``."""
     need = needed_hours(p, spot)
-    verdict = "finishes" if need <= max_run_hours else "DOES NOT FINISH"
+    verdict = "finishes" if finishes(p, spot, max_run_hours) else "DOES NOT FINISH"
     return (
         f"  time limit             {math.ceil(need):,} h needed (+{margin(spot):.0%} checkpoints"
         f"{', spot restarts' if spot else ''}; {START_UP_HOURS} h start-up) of max_run_hours {max_run_hours}: {verdict}"

@@ -42,6 +42,11 @@ def needed_hours(result: Estimate, spot: bool) -> float:
     return result.train_hours * (1 + margin(spot)) + START_UP_HOURS
 
 
+def finishes(result: Estimate, spot: bool, limit: float) -> bool:
+    """Whether the run fits a MaxRuntime of ``limit`` hours; one that needs exactly ``limit`` does."""
+    return needed_hours(result, spot) <= limit
+
+
 def time_problem(training: RunFields, vocab_size: int) -> str | None:
     """None when the run fits ``max_run_hours``; otherwise a sentence naming both numbers and the fixes."""
     return late_problem(estimate_for_config(training, vocab_size), training.spot, training.max_run_hours)
@@ -49,9 +54,9 @@ def time_problem(training: RunFields, vocab_size: int) -> str | None:
 
 def late_problem(result: Estimate, spot: bool, limit: int) -> str | None:
     """``time_problem`` for an estimate (any MFU or optimizer), its spot setting and its MaxRuntime in hours."""
-    need = needed_hours(result, spot)
-    if need <= limit:
+    if finishes(result, spot, limit):
         return None
+    need = needed_hours(result, spot)
     usable = (limit - START_UP_HOURS) / (1 + margin(spot))
     fits_tokens = max(int(result.tokens_per_second * usable * 3600), 0)
     fixes = []
@@ -78,7 +83,7 @@ def _instances_that_fit(result: Estimate, spot: bool, limit: float) -> int | Non
             candidate = estimate_inputs(dataclasses.replace(result.inputs, instance_count=count))
         except ValueError:
             continue  # the global batch does not split over this many replicas
-        if candidate.fits and needed_hours(candidate, spot) <= limit:
+        if candidate.fits and finishes(candidate, spot, limit):
             return count
     return None
 

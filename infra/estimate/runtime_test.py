@@ -6,6 +6,7 @@ import dataclasses
 
 from infra.config import TrainingConfig
 from infra.estimate import estimate_for_config, time_problem
+from infra.estimate.report import describe
 from infra.estimate.runtime import late_problem, needed_hours
 
 PROD = dataclasses.replace(
@@ -34,5 +35,6 @@ def test_a_run_that_needs_exactly_its_max_run_hours_fits():
     exact = dataclasses.replace(result, inputs=inputs, compute_seconds=1.0, allreduce_seconds=0.0)
     assert (exact.train_hours, needed_hours(exact, False)) == (10.0, 11.0)
     assert late_problem(exact, False, 11) is None
+    assert "11 h needed (+5% checkpoints; 0.5 h start-up) of max_run_hours 11: finishes" in describe(exact, 11)
     refused = late_problem(exact, False, 10) or "accepted"
     assert refused.startswith("the run needs about 11 h but training.max_run_hours is 10")
