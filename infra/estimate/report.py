@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from infra.estimate.checkpoint import LOST_SHARE_OF_HOUR, checkpoint_every_for, checkpoint_save
 from infra.estimate.compute import bubble_share
 from infra.estimate.estimate import Estimate, EstimateInputs, estimate_inputs
 from infra.estimate.hardware import CUDA_CONTEXT_MIB, accelerator
@@ -112,10 +113,32 @@ def describe(p: Estimate, max_run_hours: int | None = None, spot: bool = False) 
         + f"; ${p.cost_spot:,.0f} on spot (estimated {SPOT_DISCOUNT:.0%} discount); {PRICES_REGION} prices of "
         f"{PRICES_AS_OF}",
     ]
+    lines += ["", *_checkpoints(p)]
     fixes = suggestions(p)
     if fixes:
         lines += ["", "Smallest changes that fit:", *(f"  {n}. {fix}" for n, fix in enumerate(fixes[:5], 1))]
     return "\n".join(lines)
+
+
+def _checkpoints(p: Estimate) -> list[str]:
+    """The save's size and time, chief alone and every host, the stop verdict and an interval (checkpoint.py)."""
+    chief, every, used = checkpoint_save(p, False), checkpoint_save(p, True), checkpoint_save(p)
+    hosts = p.inputs.instance_count
+    stop = (
+        "fits: a reclaim loses no steps"
+        if used.stop_fits
+        else "does not fit: a reclaim loses up to checkpoint_every steps"
+    )
+    every_n = checkpoint_every_for(p, used, LOST_SHARE_OF_HOUR)
+    writer = "every host" if p.inputs.implementation.parallel_checkpoint else "the chief"
+    return [
+        "Checkpoints (modelled, checkpoint.py)",
+        f"  size                   {used.size_bytes / GIB:,.2f} GiB (fp32 weights and AdamW moments)",
+        f"  save                   {chief.seconds:,.1f} s by the chief alone; {every.seconds:,.1f} s with each of "
+        f"{hosts} host(s) writing its share ({writer} writes in this implementation)",
+        f"  stop (120 s)           step {p.step_seconds:,.1f} s + save {used.seconds:,.1f} s: {stop}",
+        f"  checkpoint_every       {every_n:,} steps bound a reclaim's loss to {LOST_SHARE_OF_HOUR:.0%} of an hour",
+    ]
 
 
 def _usable(instance: InstanceType) -> str:

@@ -61,6 +61,7 @@ class Implementation:
         xla: whether the micro-step is compiled with XLA (fused elementwise passes).
         allreduce_dtype: ``fp32`` or ``bf16`` gradients on the wire.
         overlap: whether the all-reduce overlaps the last micro-batch's backward pass.
+        parallel_checkpoint: whether every host writes its share of a save (``checkpoint.py``), or the chief alone.
     """
 
     name: str
@@ -68,6 +69,7 @@ class Implementation:
     xla: bool
     allreduce_dtype: str = "fp32"
     overlap: bool = False
+    parallel_checkpoint: bool = False
 
     @property
     def memory_attention(self) -> str:
@@ -76,8 +78,8 @@ class Implementation:
 
 
 BEFORE = Implementation("before", attention="naive", xla=False)  # the code as of issue 37: naive, no XLA
-AFTER = Implementation("after", attention="lean", xla=True, overlap=True)  # issues 37 and 41
-REFERENCE = Implementation("reference", attention="flash", xla=True, overlap=True)  # llm-foundry's structure
+AFTER = Implementation("after", attention="lean", xla=True, overlap=True, parallel_checkpoint=True)  # issues 37, 41
+REFERENCE = Implementation("reference", attention="flash", xla=True, overlap=True, parallel_checkpoint=True)
 IMPLEMENTATIONS = {i.name: i for i in (BEFORE, AFTER, REFERENCE)}
 
 
