@@ -6,8 +6,8 @@ AdamW, gradient accumulation, clipping) for a few steps in a fresh process, and 
 - peak memory: the growth of the process's peak resident set (``VmHWM`` in /proc/self/status) over its
   resident set after TensorFlow was imported and had run a warm-up step of an unrelated model, so the
   TensorFlow runtime itself is not counted. The estimate's figure compared with it is its model of
-  tensors plus the 5% allocator allowance; its fixed 1 GiB (the CUDA context and GPU workspaces)
-  does not exist on a CPU.
+  tensors plus the 5% allocator allowance (the CUDA context and TensorFlow's reserve come off a GPU's
+  memory instead: ``infra/estimate/hardware.py``).
 - Operations run one at a time (inter-op parallelism 1), as a GPU stream runs them. With TensorFlow's
   default the trainer's accumulation loop starts the next micro-batch before the last one's backward pass
   ends, so two micro-batches are in flight; one extra case measures that and is reported, not checked.
@@ -19,7 +19,7 @@ AdamW, gradient accumulation, clipping) for a few steps in a fresh process, and 
 
     .venv/bin/python bench/estimate_vs_measured_bench.py
 
-Exits 1 when a memory estimate is off by more than 20%.
+Exits 1 when a memory estimate is off by more than 10%.
 """
 
 from __future__ import annotations
@@ -37,10 +37,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "training")]
 
 from infra.estimate import compute  # noqa: E402  (after the path set-up)
-from infra.estimate.memory import FRAGMENTATION, device_memory  # noqa: E402
+from infra.estimate.memory import device_memory  # noqa: E402
 from infra.presets import model_presets  # noqa: E402
 
-MEMORY_TOLERANCE = 0.20
+MEMORY_TOLERANCE = 0.10
+# The attention core of training/gpt/layers.py the memory model counts: "naive" (float32 scores and softmax) as of
+# this bench's last run; "lean" once the custom-gradient core keeps only bf16 probabilities (issue 37).
+ATTENTION = "naive"
 STEPS = 6
 CASES = [  # preset, vocabulary, sequence, micro-batch, micro-batches per step, precision, recompute, serial ops
     ("tiny", 50_257, 256, 8, 1, "fp32", False, True),
@@ -116,7 +119,8 @@ def child(case: list) -> dict:
 
 
 def estimate(case: list) -> tuple[int, int, int]:
-    """The estimate's (memory bytes without the GPU constant, model FLOPs per token, executed FLOPs per token)."""
+    """The estimate's (memory bytes, model FLOPs per token, executed FLOPs per token), for the attention the training
+    code has (``ATTENTION``)."""
     preset, vocab, seq, micro, accumulation, precision, recompute, _ = case
     shape = model_presets()[preset]
     memory = device_memory(
@@ -129,10 +133,11 @@ def estimate(case: list) -> tuple[int, int, int]:
         recompute=recompute,
         model_parallel_degree=1,
         accumulation_steps=accumulation,
+        attention=ATTENTION,
     )
     n = shape.parameters(vocab, seq)
     return (
-        round(memory.modeled * (1 + FRAGMENTATION)),
+        memory.total,
         compute.model_flops_per_token(shape, n, seq),
         compute.hardware_flops_per_token(shape, n, seq, recompute),
     )
@@ -174,7 +179,7 @@ def main() -> int:
         name += "" if serial else " (TF default ops)"
         ratio = measured["peak_bytes"] / planned
         worst = max(worst, abs(ratio - 1) if serial else 0)
-        step = compute.compute_seconds(flops, 1, 1, measured["peak_flops"], mean_mfu)  # the estimate's formula
+        step = flops / (measured["peak_flops"] * mean_mfu)  # work over the fitted throughput
         print(
             f"{name:<42}{planned / 2**20:>12,.0f}{measured['peak_bytes'] / 2**20:>13,.0f}{ratio:>7.2f}"
             f"{measured['step_seconds']:>9.3f}{step:>11.3f}{measured['step_seconds'] / step:>7.2f}{mfu:>12.1%}"
