@@ -1,7 +1,9 @@
 """The estimate against reality: peak memory and step time of real training steps on this CPU.
 
 Each case trains the project's GPT (``training/gpt``) with the project's trainer (``training/run/trainer.py``:
-AdamW, gradient accumulation, clipping) for a few steps in a fresh process, and measures:
+AdamW, gradient accumulation, clipping) or, for K > 1, the pipeline trainer on K logical CPU devices
+(``training/run/pipeline_trainer.py``: one GPipe pass of all the step's micro-batches; the estimate's figure is
+then the sum of its stages', which share the process's memory) for a few steps in a fresh process, and measures:
 
 - peak memory: the growth of the process's peak resident set (``VmHWM`` in /proc/self/status) over its
   resident set after TensorFlow was imported and had run a warm-up step of an unrelated model, so the
@@ -37,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "training")]
 
 from infra.estimate import compute  # noqa: E402  (after the path set-up)
-from infra.estimate.memory import device_memory  # noqa: E402
+from infra.estimate.memory import stage_memories  # noqa: E402
 from infra.presets import model_presets  # noqa: E402
 
 MEMORY_TOLERANCE = 0.10
@@ -45,14 +47,17 @@ MEMORY_TOLERANCE = 0.10
 # this bench's last run; "lean" once the custom-gradient core keeps only bf16 probabilities (issue 37).
 ATTENTION = "naive"
 STEPS = 6
-CASES = [  # preset, vocabulary, sequence, micro-batch, micro-batches per step, precision, recompute, serial ops
-    ("tiny", 50_257, 256, 8, 1, "fp32", False, True),
-    ("tiny", 50_257, 256, 8, 2, "fp32", False, True),
-    ("tiny", 50_257, 256, 8, 2, "fp32", False, False),
-    ("small", 8_192, 512, 8, 1, "fp32", False, True),
-    ("small", 8_192, 512, 8, 1, "fp32", True, True),
-    ("small", 8_192, 512, 8, 1, "bf16", False, True),
-    ("small", 50_257, 256, 8, 1, "fp32", False, True),
+CASES = [  # preset, vocabulary, sequence, micro-batch, micro-batches per step, precision, recompute, serial ops,
+    # pipeline stages (1: the data-parallel Trainer; K > 1: PipelineTrainer on K logical CPU devices, one pass)
+    ("tiny", 50_257, 256, 8, 1, "fp32", False, True, 1),
+    ("tiny", 50_257, 256, 8, 2, "fp32", False, True, 1),
+    ("tiny", 50_257, 256, 8, 2, "fp32", False, False, 1),
+    ("small", 8_192, 512, 8, 1, "fp32", False, True, 1),
+    ("small", 8_192, 512, 8, 1, "fp32", True, True, 1),
+    ("small", 8_192, 512, 8, 1, "bf16", False, True, 1),
+    ("small", 50_257, 256, 8, 1, "fp32", False, True, 1),
+    ("small", 8_192, 512, 8, 4, "fp32", False, True, 1),
+    ("small", 8_192, 512, 4, 4, "fp32", False, True, 2),
 ]
 
 
@@ -65,30 +70,53 @@ def _status_kib(field: str) -> int:
 
 def child(case: list) -> dict:
     """Runs in a fresh process: trains one case and returns what it measured."""
-    preset, vocab, seq, micro, accumulation, precision, recompute, serial = case
+    preset, vocab, seq, micro, accumulation, precision, recompute, serial, stages = case
     import tensorflow as tf
     from gpt.model import GPT
-    from run.engines import StrategyEngine
+    from gpt.pipeline.model import PipelinedGPT
+    from run.engines import PipelineEngine, StrategyEngine, split_cpu
+    from run.pipeline_trainer import PipelineTrainer, build_pipeline_replicas
     from run.trainer import PRECISIONS, Trainer, make_optimizer
 
+    if stages > 1:
+        split_cpu(stages)
     tf.config.threading.set_intra_op_parallelism_threads(os.cpu_count() or 1)
     if serial:
         tf.config.threading.set_inter_op_parallelism_threads(1)
     engine = StrategyEngine(tf.distribute.get_strategy(), "default")
 
-    def build(name, vocab_size, micro_batch, steps):
-        model = GPT.from_preset(
-            name, vocab_size=vocab_size, sequence_length=seq, dtype=PRECISIONS[precision], recompute=recompute
-        )
-        trainer = Trainer(
-            model,
-            make_optimizer(model, 1e-4),
-            engine,
-            accumulation_steps=steps,
-            micro_batch_size=micro_batch,
-            sequence_length=seq,
-            precision=precision,
-        )
+    def build(name, vocab_size, micro_batch, steps, k=1):
+        if k == 1:
+            model = GPT.from_preset(
+                name, vocab_size=vocab_size, sequence_length=seq, dtype=PRECISIONS[precision], recompute=recompute
+            )
+            trainer = Trainer(
+                model,
+                make_optimizer(model, 1e-4),
+                engine,
+                accumulation_steps=steps,
+                micro_batch_size=micro_batch,
+                sequence_length=seq,
+                precision=precision,
+            )
+        else:
+            pipeline = PipelineEngine([[f"/CPU:{i}" for i in range(k)]])
+            models, optimizers = build_pipeline_replicas(
+                pipeline,
+                lambda devices: PipelinedGPT.from_preset(
+                    name, vocab_size=vocab_size, sequence_length=seq, devices=devices
+                ),
+                1e-4,
+            )
+            trainer = PipelineTrainer(
+                models,
+                optimizers,
+                pipeline,
+                accumulation_steps=steps,
+                microbatches=steps,
+                micro_batch_size=micro_batch,
+                sequence_length=seq,
+            )
         batch = tf.random.uniform(trainer.batch_shape, maxval=vocab_size, dtype=tf.int32, seed=1)
         return trainer, batch
 
@@ -105,7 +133,7 @@ def child(case: list) -> dict:
         tf.matmul(a, a).numpy()
         rates.append(2 * 2048**3 / (time.process_time() - start))
 
-    trainer, batch = build(preset, vocab, micro, accumulation)
+    trainer, batch = build(preset, vocab, micro, accumulation, stages)
     times = []
     for _ in range(STEPS):
         start = time.process_time()
@@ -121,9 +149,9 @@ def child(case: list) -> dict:
 def estimate(case: list) -> tuple[int, int, int]:
     """The estimate's (memory bytes, model FLOPs per token, executed FLOPs per token), for the attention the training
     code has (``ATTENTION``)."""
-    preset, vocab, seq, micro, accumulation, precision, recompute, _ = case
+    preset, vocab, seq, micro, accumulation, precision, recompute, _, stages = case
     shape = model_presets()[preset]
-    memory = device_memory(
+    memories = stage_memories(  # on a CPU every logical device shares the process's memory: their sum
         shape,
         vocab_size=vocab,
         sequence_length=seq,
@@ -131,13 +159,14 @@ def estimate(case: list) -> tuple[int, int, int]:
         precision=precision,
         optimizer="adamw",
         recompute=recompute,
-        model_parallel_degree=1,
+        model_parallel_degree=stages,
         accumulation_steps=accumulation,
+        pipeline_microbatches=accumulation if stages > 1 else 1,
         attention=ATTENTION,
     )
     n = shape.parameters(vocab, seq)
     return (
-        memory.total,
+        sum(memory.total for memory in memories),
         compute.model_flops_per_token(shape, n, seq),
         compute.hardware_flops_per_token(shape, n, seq, recompute),
     )
@@ -174,8 +203,9 @@ def main() -> int:
     print(header + "\n" + "-" * len(header))
     worst = 0.0
     for case, planned, measured, flops, mfu in rows:
-        preset, vocab, seq, micro, accumulation, precision, recompute, serial = case
+        preset, vocab, seq, micro, accumulation, precision, recompute, serial, stages = case
         name = f"{preset} V={vocab} s={seq} b={micro}x{accumulation} {precision}{' recompute' if recompute else ''}"
+        name += f" pp {stages}" if stages > 1 else ""
         name += "" if serial else " (TF default ops)"
         ratio = measured["peak_bytes"] / planned
         worst = max(worst, abs(ratio - 1) if serial else 0)

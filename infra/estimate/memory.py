@@ -219,7 +219,7 @@ def logits_bytes(vocab_size: int, sequence_length: int, micro_batch: int, precis
     return micro_batch * sequence_length * vocab_size * (10 if precision in MIXED_PRECISIONS else 8)
 
 
-def device_memory(
+def stage_memories(
     shape: ModelShape,
     *,
     vocab_size: int,
@@ -232,9 +232,9 @@ def device_memory(
     accumulation_steps: int,
     pipeline_microbatches: int = 1,
     attention: str = "lean",
-) -> Memory:
-    """The memory breakdown of the heaviest device: of each pipeline stage's device (its parameters, its layers'
-    activations for the in-flight micro-batches, the logits on the last), the one with the largest total.
+) -> list[Memory]:
+    """The memory breakdown of each pipeline stage's device: its parameters, its layers' activations for the
+    in-flight micro-batches, the logits on the last. One entry without a pipeline.
 
     ``pipeline_microbatches`` is M, the micro-batches of one GPipe pass (``training/contract/batch.py``).
     """
@@ -246,7 +246,7 @@ def device_memory(
     logits = logits_bytes(vocab_size, sequence_length, micro_batch, precision)
     if piped:
         logits += vocab_size * shape.d_model * 4  # the head's embedding gradient, computed on the last stage
-    devices = [
+    return [
         Memory(
             **{kind: parameters[k] * size for kind, size in per_parameter.items()},
             activations=activation_bytes(
@@ -256,4 +256,8 @@ def device_memory(
         )
         for k in range(model_parallel_degree)
     ]
-    return max(devices, key=lambda memory: memory.total)
+
+
+def device_memory(shape: ModelShape, **kwargs) -> Memory:
+    """The heaviest device's memory: of ``stage_memories(shape, **kwargs)``, the one with the largest total."""
+    return max(stage_memories(shape, **kwargs), key=lambda memory: memory.total)
