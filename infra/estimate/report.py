@@ -9,7 +9,7 @@ from infra.estimate.checkpoint import LOST_SHARE_OF_HOUR, checkpoint_every_for, 
 from infra.estimate.compute import bubble_share
 from infra.estimate.estimate import Estimate, EstimateInputs, estimate_inputs
 from infra.estimate.hardware import CUDA_CONTEXT_MIB, accelerator
-from infra.estimate.layouts import cheapest_fitting, suggestions
+from infra.estimate.layouts import cheapest_fitting, least_recompute, suggestions
 from infra.estimate.memory import GIB, recompute_mode
 from infra.estimate.runtime import START_UP_HOURS, finishes, margin, needed_hours
 from infra.instances import GPU_TRAINING_TYPES, PRICES_AS_OF, PRICES_REGION, SPOT_DISCOUNT, InstanceType
@@ -95,6 +95,7 @@ def describe(p: Estimate, max_run_hours: int | None = None, spot: bool = False) 
         f"{'Memory per device':<52}{'GiB':>8}",
         *(f"  {name:<50}{size / GIB:>8.2f}" for name, size in rows),
         f"  {'total':<50}{m.total / GIB:>8.2f}  of {capacity:.1f} usable ({_usable(inst)}): {verdict}",
+        f"  least recompute that fits: {least_recompute(i) or 'no mode fits'} (the fewest FLOPs of those that fit)",
         "",
         f"Compute (modelled: {i.implementation.name} implementation, step_time.py)",
         f"  FLOPs per token        {_si(p.model_flops_per_token)} (6N {_si(six_n)} + attention {_si(attention)})"
