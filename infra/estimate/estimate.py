@@ -244,6 +244,7 @@ def estimate_inputs(inputs: EstimateInputs) -> Estimate:
             accumulation_steps=inputs.accumulation_steps,
             pipeline_microbatches=inputs.pipeline_microbatches,
             attention=inputs.implementation.memory_attention,
+            xla=inputs.implementation.xla,
         ),
         model_flops_per_token=compute.model_flops_per_token(shape, parameters, seq),
         hardware_flops_per_token=compute.hardware_flops_per_token(shape, parameters, seq, inputs.recompute),

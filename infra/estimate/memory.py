@@ -15,10 +15,10 @@ The model follows what this project's training code keeps (``training/gpt``, ``t
   Models", eq. 2): s·b·h·34 bytes in 16-bit (s = sequence, b = micro-batch, h = width, a = heads) for what is
   [s, b, h]-sized: 13·sbh in the attention sublayer (its LayerNorm 2, QKV input 2, Q and K 4, V 2, the
   projection's input 2, dropout mask 1) and 21·sbh in the MLP (LayerNorm 2, fc input 2, GELU input 8,
-  its output 8, dropout mask 1); and per score element of [b, a, s, s] what the attention core keeps:
-  ``naive`` (today's ``_attend``: float32 softmax output and bf16 probabilities, counted as Korthikanti's
-  5 bytes) or ``lean`` (a custom-gradient core that keeps only the bf16 probabilities: 2 bytes). Float32
-  doubles every figure.
+  its output 8, dropout mask 1), doubled in float32; and per score element of [b, a, s, s] what the
+  attention core keeps: ``naive`` (today's ``_attend``: the float32 softmax output its gradient needs and the
+  bf16 probabilities the next matmul's does, 4 + 2 = 6 bytes; in float32 they are one tensor, 4) or ``lean``
+  (a custom-gradient core that keeps only the probabilities: 2 bytes, 4 in float32).
 - Recomputation (``recompute``): ``none`` keeps all of it; ``attention`` recomputes the attention sublayer
   from the block's input (keeps 21 + 2 sbh, no score-sized tensor); ``mlp`` recomputes the MLP from its input
   (keeps 13 + 2 sbh and the scores); ``full`` (``True``) recomputes the whole block from its input (2 sbh).
@@ -27,14 +27,19 @@ The model follows what this project's training code keeps (``training/gpt``, ``t
   probabilities (naive: 2 float32 score-sized tensors, 8 bytes per score element; lean: the bf16 dP and
   dS, 4 bytes) and the MLP's two 4h-wide intermediates, 2 x 4·s·b·h x the element size. Without it the
   estimate fell short of measured CPU peaks by 7-19% (bench/estimate_vs_measured_bench.py).
-- Logits: b·s·V elements, in the compute dtype (2 bytes), cast to float32 by the model (4) and the
-  float32 softmax gradient of the loss (4): 10 bytes each in bf16/fp16, 8 in float32.
+- Logits: b·s·V elements, alive together while the loss is differentiated: the logits in the compute dtype
+  (2 bytes), their float32 cast (4), the softmax (4), its float32 gradient (4) and that cast back (2): 16 bytes
+  each in bf16/fp16; in float32 the logits, the softmax and the gradient, 12 (fitted to measured CPU peaks,
+  bench/estimate_vs_measured_bench.py, where 8 and 10 had fallen 15-50% short). With the step compiled by XLA
+  (``xla``) the casts fuse into the softmax and the gradient: the 16-bit logits, the float32 softmax and the
+  16-bit gradient, 8 bytes (assumed from XLA's fusion, not measured). And the tied embedding's gradient from
+  the head, [d, V] and its transpose: 8·V·d bytes.
 - Pipeline (model-parallel degree K): the blocks are split as training splits them (``stages.py``: balanced
   by parameters, embeddings on the first stage, final LayerNorm on the last). GPipe runs all M micro-batches
   of a pass forward before any backward, so every stage holds M micro-batches' activations of its layers
   (M from ``training/contract/batch.py``). The last stage computes the logits and the head's gradient of the
-  tied token embedding (V·d x 4 bytes) before it goes to the first stage. Each device's memory is computed;
-  the heaviest is reported.
+  tied token embedding before it goes to the first stage. Each device's memory is computed; the heaviest is
+  reported.
 - Allocator slack: 5% of the tensors (BFC fragmentation). The CUDA context and TensorFlow's reserve are not
   tensors: they come off the device's memory instead (``hardware.py``: usable = total - context - reserve).
 """
@@ -55,7 +60,7 @@ RECOMPUTE_MODES = ("none", "attention", "mlp", "full")
 # [s, b, h]-sized bytes (16-bit) per layer: the attention sublayer's and the MLP's (Korthikanti et al.'s 34).
 ATTENTION_SBH, MLP_SBH = 13, 21
 # Bytes per score element: kept by the forward pass, and the backward working set (float32 gradients / bf16).
-SCORES_KEPT = {"naive": 5, "lean": 2}
+SCORES_KEPT = {"naive": 6, "lean": 2}  # 16-bit runs; float32 ones keep one float32 tensor, 4 bytes, either way
 SCORES_WORKSPACE = {"naive": 8, "lean": 4}
 
 
@@ -142,20 +147,20 @@ def layer_activation_bytes(
     attention: str = "lean",
     recompute: bool | str = "none",
 ) -> int:
-    """What one decoder layer keeps for its backward pass (module docstring), 16-bit; doubled in float32.
+    """What one decoder layer keeps for its backward pass (module docstring).
 
-    gpt3-125m, s = 2048, b = 8, no recomputation, naive: 34 x 12.6 M + 5 x 12 x 2048² x 8 = 428 M + 2,013 M =
-    2.44 GB; lean: 428 M + 805 M = 1.23 GB; full recomputation: the layer's input, 2 x 12.6 M = 25 MB.
+    gpt3-125m, s = 2048, b = 8, bf16, no recomputation, naive: 34 x 12.6 M + 6 x 12 x 2048² x 8 = 428 M +
+    2,416 M = 2.84 GB; lean: 428 M + 805 M = 1.23 GB; full recomputation: the layer's input, 2 x 12.6 M = 25 MB.
     """
     s, b, h, a = sequence_length, micro_batch, shape.d_model, shape.n_head
-    sbh, scores = s * b * h, SCORES_KEPT[attention] * a * s * s * b
-    kept = {
+    sbh = s * b * h * _scale(precision)
+    scores = (4 if precision == "fp32" else SCORES_KEPT[attention]) * a * s * s * b
+    return {
         "none": (ATTENTION_SBH + MLP_SBH) * sbh + scores,
         "attention": (MLP_SBH + 2) * sbh,
         "mlp": (ATTENTION_SBH + 2) * sbh + scores,
         "full": 2 * sbh,
     }[recompute_mode(recompute)]
-    return kept * _scale(precision)
 
 
 def recomputed_bytes(
@@ -198,8 +203,8 @@ def activation_bytes(
     """Activations of ``layers`` blocks (default: all) for ``in_flight`` micro-batches during the backward pass,
     with one layer's recomputed part and its backward working set.
 
-    gpt3-125m, s = 2048, b = 8, bf16, naive: 12 x 2.44 GB = 29.3 GB; recomputed in full: 12 x 25 MB + 2.44 GB =
-    2.7 GB; plus 3.4 GB of working set either way.
+    gpt3-125m, s = 2048, b = 8, bf16, naive: 12 x 2.84 GB = 34.1 GB; recomputed in full: 12 x 25 MB + 2.84 GB =
+    3.1 GB; plus 3.4 GB of working set either way.
     """
     layers = shape.n_layer if layers is None else layers
     args = (shape, sequence_length, micro_batch, precision)
@@ -211,12 +216,17 @@ def activation_bytes(
     )
 
 
-def logits_bytes(vocab_size: int, sequence_length: int, micro_batch: int, precision: str) -> int:
-    """Logits and their loss gradient: b·s·V x 10 bytes (8 in float32).
+def logits_bytes(
+    vocab_size: int, sequence_length: int, micro_batch: int, precision: str, d_model: int, xla: bool = False
+) -> int:
+    """Logits and their loss gradient, b·s·V x 16 bytes (8 with XLA, 12 in float32), and the head's embedding
+    gradient, 8·V·d.
 
-    b = 8, s = 2048, V = 50,257: 823 M elements x 10 = 8.2 GB, more than gpt3-125m's weights and Adam state.
+    b = 8, s = 2048, V = 50,257, d = 768, bf16 without XLA: 823 M elements x 16 = 13.2 GB, more than gpt3-125m's
+    weights and Adam state, + 0.3 GB.
     """
-    return micro_batch * sequence_length * vocab_size * (10 if precision in MIXED_PRECISIONS else 8)
+    per_element = 12 if precision not in MIXED_PRECISIONS else 8 if xla else 16
+    return micro_batch * sequence_length * vocab_size * per_element + 8 * vocab_size * d_model
 
 
 def stage_memories(
@@ -232,20 +242,20 @@ def stage_memories(
     accumulation_steps: int,
     pipeline_microbatches: int = 1,
     attention: str = "lean",
+    xla: bool = True,
 ) -> list[Memory]:
     """The memory breakdown of each pipeline stage's device: its parameters, its layers' activations for the
     in-flight micro-batches, the logits on the last. One entry without a pipeline.
 
-    ``pipeline_microbatches`` is M, the micro-batches of one GPipe pass (``training/contract/batch.py``).
+    ``pipeline_microbatches`` is M, the micro-batches of one GPipe pass (``training/contract/batch.py``);
+    ``xla``, whether the step is compiled (fewer logits-sized tensors at once).
     """
     piped = model_parallel_degree > 1
     per_parameter = state_bytes_per_parameter(precision, optimizer, accumulation_steps > 1, piped)
     in_flight = in_flight_micro_batches(model_parallel_degree, pipeline_microbatches)
     layers = stages.stage_layers(shape, vocab_size, sequence_length, model_parallel_degree)
     parameters = stages.stage_parameters(shape, vocab_size, sequence_length, model_parallel_degree)
-    logits = logits_bytes(vocab_size, sequence_length, micro_batch, precision)
-    if piped:
-        logits += vocab_size * shape.d_model * 4  # the head's embedding gradient, computed on the last stage
+    logits = logits_bytes(vocab_size, sequence_length, micro_batch, precision, shape.d_model, xla)  # last stage
     return [
         Memory(
             **{kind: parameters[k] * size for kind, size in per_parameter.items()},
