@@ -49,7 +49,8 @@ def _divisors(n: int) -> list[int]:
 
 def _layouts(inputs: EstimateInputs, instance_types: Iterable[str]) -> Iterator[Estimate]:
     """Every runnable layout with recompute as is or on, micro-batch at most the given one, any model-parallel
-    degree at least the given one, on each of ``instance_types``."""
+    degree at least the given one and, with a pipeline, GPipe passes of M = 2K or 4K micro-batches besides the given
+    M (fewer in flight: GPipe's last stage keeps every one's softmax), on each of ``instance_types``."""
     for name in instance_types:
         instance = INSTANCE_TYPES[name]
         if inputs.precision == "bf16" and not instance.supports_bf16:
@@ -60,21 +61,24 @@ def _layouts(inputs: EstimateInputs, instance_types: Iterable[str]) -> Iterator[
             range(inputs.micro_batch_size, 0, -1),
             [k for k in _divisors(instance.devices) if k >= inputs.model_parallel_degree],
         ):
-            candidate = dataclasses.replace(
-                inputs,
-                instance_type=name,
-                recompute=recompute,
-                micro_batch_size=micro_batch,
-                model_parallel_degree=degree,
-            )
-            try:
-                yield estimate_inputs(candidate)
-            except ValueError:
-                continue  # e.g. the micro-batch no longer divides the global batch
+            passes = [inputs.microbatches] + ([2 * degree, 4 * degree] if degree > 1 else [])
+            for microbatches in dict.fromkeys(passes):
+                candidate = dataclasses.replace(
+                    inputs,
+                    instance_type=name,
+                    recompute=recompute,
+                    micro_batch_size=micro_batch,
+                    model_parallel_degree=degree,
+                    microbatches=microbatches,
+                )
+                try:
+                    yield estimate_inputs(candidate)
+                except ValueError:
+                    continue  # e.g. the micro-batch no longer divides the global batch
 
 
 # The order changes are offered in: what costs least to try first.
-FIELDS = ("recompute", "micro_batch_size", "model_parallel_degree", "instance_type")
+FIELDS = ("recompute", "micro_batch_size", "model_parallel_degree", "microbatches", "instance_type")
 
 
 def _changes(before: EstimateInputs, after: EstimateInputs) -> tuple[tuple[str, object], ...]:

@@ -38,8 +38,8 @@ The model follows what this project's training code keeps (``training/gpt``, ``t
   by parameters, embeddings on the first stage, final LayerNorm on the last). GPipe runs all M micro-batches
   of a pass forward before any backward, so every stage holds M micro-batches' activations of its layers
   (M from ``training/contract/batch.py``). The last stage computes the logits and the head's gradient of the
-  tied token embedding before it goes to the first stage. Each device's memory is computed; the heaviest is
-  reported.
+  tied token embedding before it goes to the first stage, and keeps the float32 softmax of every micro-batch in
+  flight (4 bytes per logit) until its backward pass. Each device's memory is computed; the heaviest is reported.
 - Allocator slack: 5% of the tensors (BFC fragmentation). The CUDA context and TensorFlow's reserve are not
   tensors: they come off the device's memory instead (``hardware.py``: usable = total - context - reserve).
 """
@@ -256,6 +256,8 @@ def stage_memories(
     layers = stages.stage_layers(shape, vocab_size, sequence_length, model_parallel_degree)
     parameters = stages.stage_parameters(shape, vocab_size, sequence_length, model_parallel_degree)
     logits = logits_bytes(vocab_size, sequence_length, micro_batch, precision, shape.d_model, xla)  # last stage
+    # GPipe's last stage keeps each in-flight micro-batch's float32 softmax until that micro-batch's backward pass.
+    logits += (in_flight - 1) * micro_batch * sequence_length * vocab_size * 4
     return [
         Memory(
             **{kind: parameters[k] * size for kind, size in per_parameter.items()},

@@ -42,7 +42,7 @@ def _layout(inputs: EstimateInputs) -> str:
     if recompute_mode(inputs.recompute) != "none":
         parts.append(f"recompute {recompute_mode(inputs.recompute)}")
     if inputs.model_parallel_degree > 1:
-        parts.append(f"pp {inputs.model_parallel_degree}")
+        parts.append(f"pp {inputs.model_parallel_degree} x M {inputs.pipeline_microbatches}")
     return ", ".join(parts)
 
 
