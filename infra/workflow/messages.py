@@ -19,7 +19,7 @@ def notify_success(
         topic,
         "GPT pre-training succeeded",
         "Execution {} succeeded. Model: {}. Hugging Face checkpoint: {}. Final metrics: {}. "
-        "Training time: {} s (billed {} s); the plan's speed, {}. "
+        "Training time: {} s (billed {} s); speed as planned: {}. "
         "Checkpoints: {}. Training report (health verdicts and plots): {}"
         + (". Debugger profiler report: {}" if debugger else ""),
         sfn.JsonPath.execution_name,
