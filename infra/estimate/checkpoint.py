@@ -23,13 +23,13 @@ import dataclasses
 import math
 
 from infra.estimate.estimate import Estimate
+from infra.estimate.memory import GIB
 
 CHECKPOINT_BYTES_PER_PARAMETER = 12  # float32 weights + AdamW m and v
 WRITE_GIB_PER_SECOND = 1.0  # per host: TensorFlow's checkpoint writer to the instance's disk (assumed)
 UPLOAD_SHARE = 0.5  # of the instance's network bandwidth for SageMaker's upload to S3 (assumed)
 STOP_GRACE_SECONDS = 120  # SIGTERM to the container's end on StopTrainingJob and spot reclaims
 LOST_SHARE_OF_HOUR = 0.05  # what a reclaim may cost at most: 3 minutes of training per hour of it
-GIB = 2**30
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from infra.estimate.memory import GIB
 from infra.instances import InstanceType
 
 MIB = 2**20
-GIB = 2**30
 CUDA_CONTEXT_MIB = 512  # assumed (module docstring)
 MEMORY_EFFICIENCY = 0.8  # share of the HBM bandwidth a streaming (elementwise, softmax) kernel reaches; assumed
 
