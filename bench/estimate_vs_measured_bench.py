@@ -1,16 +1,19 @@
 """The estimate against reality: peak memory and step time of real training steps on this CPU.
 
 Each case trains the project's GPT (``training/gpt``) with the project's trainer (``training/run/trainer.py``:
-AdamW, gradient accumulation, clipping) for a few steps in a fresh process, and measures:
+AdamW, gradient accumulation, clipping) or, for K > 1, the pipeline trainer on K logical CPU devices
+(``training/run/pipeline_trainer.py``: one GPipe pass of all the step's micro-batches; the estimate's figure is
+then the sum of its stages', which share the process's memory) for a few steps in a fresh process, and measures:
 
 - peak memory: the growth of the process's peak resident set (``VmHWM`` in /proc/self/status) over its
   resident set after TensorFlow was imported and had run a warm-up step of an unrelated model, so the
   TensorFlow runtime itself is not counted. The estimate's figure compared with it is its model of
-  tensors plus the 5% allocator allowance; its fixed 1 GiB (the CUDA context and GPU workspaces)
-  does not exist on a CPU.
+  tensors plus the 5% allocator allowance (the CUDA context and TensorFlow's reserve come off a GPU's
+  memory instead: ``infra/estimate/hardware.py``).
 - Operations run one at a time (inter-op parallelism 1), as a GPU stream runs them. With TensorFlow's
   default the trainer's accumulation loop starts the next micro-batch before the last one's backward pass
-  ends, so two micro-batches are in flight; one extra case measures that and is reported, not checked.
+  ends, so two micro-batches are in flight; one extra case measures that and is reported, not checked, as is
+  the case of 4 micro-batches until the loop runs one at a time (``ONE_MICRO_BATCH_IN_FLIGHT``).
 - step time: CPU seconds (the machine is shared; CPU time is what contention disturbs least), median of
   the steps after the first two (tracing). The estimate's step time needs the device's peak FLOP/s and a
   utilisation; the peak is measured in the same process as the best CPU-second rate of a 2048 x 2048
@@ -19,7 +22,7 @@ AdamW, gradient accumulation, clipping) for a few steps in a fresh process, and 
 
     .venv/bin/python bench/estimate_vs_measured_bench.py
 
-Exits 1 when a memory estimate is off by more than 20%.
+Exits 1 when a memory estimate is off by more than 10%.
 """
 
 from __future__ import annotations
@@ -37,20 +40,37 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "training")]
 
 from infra.estimate import compute  # noqa: E402  (after the path set-up)
-from infra.estimate.memory import FRAGMENTATION, device_memory  # noqa: E402
+from infra.estimate.memory import stage_memories  # noqa: E402
 from infra.presets import model_presets  # noqa: E402
 
-MEMORY_TOLERANCE = 0.20
+MEMORY_TOLERANCE = 0.10
+# The attention core of training/gpt/layers.py the memory model counts: "naive" (float32 scores and softmax) as of
+# this bench's last run; "lean" once the custom-gradient core keeps only bf16 probabilities (issue 37).
+ATTENTION = "naive"
+# Whether the accumulation loop runs one micro-batch at a time (issue 37). As of this bench's last run it did not:
+# TensorFlow's while loop (parallel_iterations 10) starts the next micro-batch's forward pass before the last one's
+# backward pass ends, even one operation at a time, once the loop has two iterations or more (3+ micro-batches).
+ONE_MICRO_BATCH_IN_FLIGHT = False
 STEPS = 6
-CASES = [  # preset, vocabulary, sequence, micro-batch, micro-batches per step, precision, recompute, serial ops
-    ("tiny", 50_257, 256, 8, 1, "fp32", False, True),
-    ("tiny", 50_257, 256, 8, 2, "fp32", False, True),
-    ("tiny", 50_257, 256, 8, 2, "fp32", False, False),
-    ("small", 8_192, 512, 8, 1, "fp32", False, True),
-    ("small", 8_192, 512, 8, 1, "fp32", True, True),
-    ("small", 8_192, 512, 8, 1, "bf16", False, True),
-    ("small", 50_257, 256, 8, 1, "fp32", False, True),
+CASES = [  # preset, vocabulary, sequence, micro-batch, micro-batches per step, precision, recompute, serial ops,
+    # pipeline stages (1: the data-parallel Trainer; K > 1: PipelineTrainer on K logical CPU devices, one pass)
+    ("tiny", 50_257, 256, 8, 1, "fp32", False, True, 1),
+    ("tiny", 50_257, 256, 8, 2, "fp32", False, True, 1),
+    ("tiny", 50_257, 256, 8, 2, "fp32", False, False, 1),
+    ("small", 8_192, 512, 8, 1, "fp32", False, True, 1),
+    ("small", 8_192, 512, 8, 1, "fp32", True, True, 1),
+    ("small", 8_192, 512, 8, 1, "bf16", False, True, 1),
+    ("small", 50_257, 256, 8, 1, "fp32", False, True, 1),
+    ("small", 8_192, 512, 8, 4, "fp32", False, True, 1),
+    ("small", 8_192, 512, 4, 4, "fp32", False, True, 2),
 ]
+
+
+def checked(case) -> bool:
+    """Whether a case's memory is held to ``MEMORY_TOLERANCE``: serial operations, and no overlapping loop
+    iterations unless the loop runs one micro-batch at a time."""
+    serial, accumulation, stages = case[7], case[4], case[8]
+    return serial and (ONE_MICRO_BATCH_IN_FLIGHT or accumulation <= 2 or stages > 1)  # a pipeline: one GPipe pass
 
 
 def _status_kib(field: str) -> int:
@@ -62,30 +82,53 @@ def _status_kib(field: str) -> int:
 
 def child(case: list) -> dict:
     """Runs in a fresh process: trains one case and returns what it measured."""
-    preset, vocab, seq, micro, accumulation, precision, recompute, serial = case
+    preset, vocab, seq, micro, accumulation, precision, recompute, serial, stages = case
     import tensorflow as tf
     from gpt.model import GPT
-    from run.engines import StrategyEngine
+    from gpt.pipeline.model import PipelinedGPT
+    from run.engines import PipelineEngine, StrategyEngine, split_cpu
+    from run.pipeline_trainer import PipelineTrainer, build_pipeline_replicas
     from run.trainer import PRECISIONS, Trainer, make_optimizer
 
+    if stages > 1:
+        split_cpu(stages)
     tf.config.threading.set_intra_op_parallelism_threads(os.cpu_count() or 1)
     if serial:
         tf.config.threading.set_inter_op_parallelism_threads(1)
     engine = StrategyEngine(tf.distribute.get_strategy(), "default")
 
-    def build(name, vocab_size, micro_batch, steps):
-        model = GPT.from_preset(
-            name, vocab_size=vocab_size, sequence_length=seq, dtype=PRECISIONS[precision], recompute=recompute
-        )
-        trainer = Trainer(
-            model,
-            make_optimizer(model, 1e-4),
-            engine,
-            accumulation_steps=steps,
-            micro_batch_size=micro_batch,
-            sequence_length=seq,
-            precision=precision,
-        )
+    def build(name, vocab_size, micro_batch, steps, k=1):
+        if k == 1:
+            model = GPT.from_preset(
+                name, vocab_size=vocab_size, sequence_length=seq, dtype=PRECISIONS[precision], recompute=recompute
+            )
+            trainer = Trainer(
+                model,
+                make_optimizer(model, 1e-4),
+                engine,
+                accumulation_steps=steps,
+                micro_batch_size=micro_batch,
+                sequence_length=seq,
+                precision=precision,
+            )
+        else:
+            pipeline = PipelineEngine([[f"/CPU:{i}" for i in range(k)]])
+            models, optimizers = build_pipeline_replicas(
+                pipeline,
+                lambda devices: PipelinedGPT.from_preset(
+                    name, vocab_size=vocab_size, sequence_length=seq, devices=devices
+                ),
+                1e-4,
+            )
+            trainer = PipelineTrainer(
+                models,
+                optimizers,
+                pipeline,
+                accumulation_steps=steps,
+                microbatches=steps,
+                micro_batch_size=micro_batch,
+                sequence_length=seq,
+            )
         batch = tf.random.uniform(trainer.batch_shape, maxval=vocab_size, dtype=tf.int32, seed=1)
         return trainer, batch
 
@@ -102,7 +145,7 @@ def child(case: list) -> dict:
         tf.matmul(a, a).numpy()
         rates.append(2 * 2048**3 / (time.process_time() - start))
 
-    trainer, batch = build(preset, vocab, micro, accumulation)
+    trainer, batch = build(preset, vocab, micro, accumulation, stages)
     times = []
     for _ in range(STEPS):
         start = time.process_time()
@@ -116,10 +159,11 @@ def child(case: list) -> dict:
 
 
 def estimate(case: list) -> tuple[int, int, int]:
-    """The estimate's (memory bytes without the GPU constant, model FLOPs per token, executed FLOPs per token)."""
-    preset, vocab, seq, micro, accumulation, precision, recompute, _ = case
+    """The estimate's (memory bytes, model FLOPs per token, executed FLOPs per token), for the attention the training
+    code has (``ATTENTION``)."""
+    preset, vocab, seq, micro, accumulation, precision, recompute, _, stages = case
     shape = model_presets()[preset]
-    memory = device_memory(
+    memories = stage_memories(  # on a CPU every logical device shares the process's memory: their sum
         shape,
         vocab_size=vocab,
         sequence_length=seq,
@@ -127,12 +171,15 @@ def estimate(case: list) -> tuple[int, int, int]:
         precision=precision,
         optimizer="adamw",
         recompute=recompute,
-        model_parallel_degree=1,
+        model_parallel_degree=stages,
         accumulation_steps=accumulation,
+        pipeline_microbatches=accumulation if stages > 1 else 1,
+        attention=ATTENTION,
+        xla=False,  # the bench's steps run without XLA (train.py's CPU default)
     )
     n = shape.parameters(vocab, seq)
     return (
-        round(memory.modeled * (1 + FRAGMENTATION)),
+        sum(memory.total for memory in memories),
         compute.model_flops_per_token(shape, n, seq),
         compute.hardware_flops_per_token(shape, n, seq, recompute),
     )
@@ -161,7 +208,7 @@ def main() -> int:
         rows.append((case, planned, measured, tokens * executed, mfu))
         print(f"  measured {case}: {measured}", file=sys.stderr)
 
-    mean_mfu = statistics.mean(row[-1] for row in rows if row[0][-1])
+    mean_mfu = statistics.mean(row[-1] for row in rows if checked(row[0]))
     header = (
         f"{'case':<42}{'estimate MiB':>12}{'measured MiB':>13}{'ratio':>7}"
         f"{'CPU s':>9}{'estimate s':>11}{'ratio':>7}{'fitted MFU':>12}"
@@ -169,12 +216,14 @@ def main() -> int:
     print(header + "\n" + "-" * len(header))
     worst = 0.0
     for case, planned, measured, flops, mfu in rows:
-        preset, vocab, seq, micro, accumulation, precision, recompute, serial = case
+        preset, vocab, seq, micro, accumulation, precision, recompute, serial, stages = case
         name = f"{preset} V={vocab} s={seq} b={micro}x{accumulation} {precision}{' recompute' if recompute else ''}"
+        name += f" pp {stages}" if stages > 1 else ""
         name += "" if serial else " (TF default ops)"
+        name += "" if serial and checked(case) else " (overlapping iterations)" if serial else ""
         ratio = measured["peak_bytes"] / planned
-        worst = max(worst, abs(ratio - 1) if serial else 0)
-        step = compute.compute_seconds(flops, 1, 1, measured["peak_flops"], mean_mfu)  # the estimate's formula
+        worst = max(worst, abs(ratio - 1) if checked(case) else 0)
+        step = flops / (measured["peak_flops"] * mean_mfu)  # work over the fitted throughput
         print(
             f"{name:<42}{planned / 2**20:>12,.0f}{measured['peak_bytes'] / 2**20:>13,.0f}{ratio:>7.2f}"
             f"{measured['step_seconds']:>9.3f}{step:>11.3f}{measured['step_seconds'] / step:>7.2f}{mfu:>12.1%}"

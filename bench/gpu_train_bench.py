@@ -23,6 +23,7 @@ its CUDA 12 libraries), so there it stops at that check.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -37,8 +38,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "training")]
 
 from infra.estimate import compute  # noqa: E402
-from infra.estimate.estimate import DEFAULT_MFU  # noqa: E402
+from infra.estimate.hardware import usable_bytes  # noqa: E402
 from infra.estimate.memory import GIB, device_memory  # noqa: E402
+from infra.estimate.step_time import AFTER, step_time  # noqa: E402
 from infra.instances import INSTANCE_TYPES  # noqa: E402  (after the path set-up)
 from infra.presets import model_presets  # noqa: E402
 
@@ -60,7 +62,7 @@ def planned_memory(preset: str, vocab: int, context: int, micro: int, recompute:
 
 def choose(preset: str, vocab: int, context: int) -> tuple[int, bool]:
     """(micro-batch, recompute): the largest micro-batch the estimate fits without recomputation, else with it."""
-    capacity = DEVICE.device_memory_gib * GIB
+    capacity = usable_bytes(DEVICE)
     for recompute in (False, True):
         for micro in (16, 8, 4, 2, 1):
             if planned_memory(preset, vocab, context, micro, recompute) <= capacity:
@@ -131,7 +133,8 @@ def main() -> int:
               f"{'MFU':>7}{'peak GiB':>10}{'plan GiB':>10}{'ratio':>7}")  # fmt: skip
     print(
         f"{DEVICE.gpu_model} ({DEVICE.peak_tflops_16bit:.0f} TFLOPS bf16, {DEVICE.device_memory_gib} GB); context "
-        f"{sizes['context']}, vocab {sizes['vocab']}, bf16, AdamW; estimated step time at {DEFAULT_MFU:.0%} MFU"
+        f"{sizes['context']}, vocab {sizes['vocab']}, bf16, AdamW; plan s: "
+        "the modelled step time (infra/estimate/step_time.py)"
     )
     print(header + "\n" + "-" * len(header))
     for case in cases:
@@ -156,8 +159,12 @@ def main() -> int:
         shape = model_presets()[case["preset"]]
         n = shape.parameters(case["vocab"], case["context"])
         tokens = case["micro"] * case["context"]
-        hardware = compute.hardware_flops_per_token(shape, n, case["context"], case["recompute"])
-        planned_s = compute.compute_seconds(tokens, hardware, 1, peak_flops, DEFAULT_MFU)
+        planned_s = step_time(
+            shape, parameters=n, stage_parameters=n, vocab_size=case["vocab"], sequence_length=case["context"],
+            micro_batch=case["micro"], precision="bf16", recompute=case["recompute"], instance=DEVICE,
+            instance_count=1, model_parallel_degree=1, accumulation_steps=1, pipeline_microbatches=1,
+            implementation=dataclasses.replace(AFTER, xla=case["xla"]),
+        ).total  # one GPU: no all-reduce  # fmt: skip
         rate = tokens / measured["step_seconds"]
         mfu = rate * compute.model_flops_per_token(shape, n, case["context"]) / peak_flops
         planned = planned_memory(case["preset"], case["vocab"], case["context"], case["micro"], case["recompute"])

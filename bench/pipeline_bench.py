@@ -3,9 +3,9 @@
 1. Memory. For each preset and K = 2, 4, a PipelinedGPT on K logical CPU devices, its AdamW (built) and the
    pipeline trainer's gradient buffers; the bytes of every variable are added up by the device it lives on
    (``variable.device``) and set against the estimate's figure for that stage (``infra/estimate/stages.py``):
-   parameters x (4 weights + 8 Adam moments + 4 gradients) in float32. The estimate also counts a 4-byte
-   accumulator when a step has several micro-batches; in this implementation the running sum is a transient
-   tensor, not a variable, so it is not in the measured figure (reported separately). "extra bytes" are the
+   parameters x (4 weights + 8 Adam moments + 4 gradient buffers) in float32. The estimate also counts the
+   gradients themselves (4 bytes) and a 4-byte running sum when a step has several micro-batches: transient
+   tensors, not variables, so not in the measured figure (reported separately). "extra bytes" are the
    variables the estimate does not model: dropout seed states (16 bytes per block), AdamW's step counter.
    TensorFlow's CPU logical devices share one allocator (``get_memory_info`` reports the same total for
    each), so "on a device" here means placed there, the placement a GPU run would allocate on that GPU.
@@ -43,11 +43,15 @@ from run.engines import PipelineEngine, StrategyEngine, split_cpu  # noqa: E402
 from run.pipeline_trainer import PipelineTrainer, build_pipeline_replicas  # noqa: E402
 from run.trainer import Trainer, make_optimizer  # noqa: E402
 
+from infra.estimate.memory import state_bytes_per_parameter  # noqa: E402
 from infra.estimate.stages import stage_layers, stage_parameters  # noqa: E402
 from infra.presets import model_presets  # noqa: E402
 
 MAX_STAGES = 4
-FP32_STATE_BYTES = 4 + 8 + 4  # weights, Adam m and v, gradients (float32, no mixed-precision copy)
+# The variables of a stage in the estimate: float32 weights, Adam m and v, the persistent gradient buffers (16
+# bytes); its transient gradients and running sum are tensors, not variables.
+_STATE = state_bytes_per_parameter("fp32", "adamw", accumulate=False, pipeline=True)
+FP32_STATE_BYTES = _STATE["weights"] + _STATE["optimizer"] + _STATE["gradient_buffers"]
 MB = 2**20
 
 

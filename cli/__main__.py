@@ -24,7 +24,7 @@ from cli.follow import Follower, execution_arn, follow, latest_execution
 from cli.invoke import error_message, invoke, request_body
 from cli.stage import caller_identity, stack_output, stack_outputs, stage_config, stage_session
 from cli.start import STATE_MACHINE_OUTPUT, execution_console_url, start
-from cli.validate import input_errors
+from cli.validate import input_errors, modelled_speed
 from infra.plan_step.execution_input import CORPUS_SUFFIXES
 
 
@@ -114,6 +114,7 @@ def _validate(args: argparse.Namespace) -> int:
         print(f"{len(errors)} error(s) in {args.input}; the Plan step would refuse it", file=sys.stderr)
         return 1
     print(f"{args.input}: valid for stage {args.stage} (checked offline; the Plan step also checks the corpus exists)")
+    print(f"speed: {modelled_speed(raw, stage_config(args.stage))}")
     return 0
 
 

@@ -21,6 +21,7 @@ import json
 from typing import Any
 
 from infra.config import ConfigError, StageConfig
+from infra.estimate import estimate_for_config
 from infra.plan_step import requests
 from infra.plan_step.execution_input import parse_input
 from infra.plan_step.object_store import split_uri
@@ -86,6 +87,13 @@ def input_errors(raw: Any, config: StageConfig) -> list[str]:
             if not _drop(raw, message.split(":", 1)[0]):
                 return errors  # about the combination or the stage's own values: the checks after it need it fixed
     return errors
+
+
+def modelled_speed(raw: Any, config: StageConfig) -> str:
+    """The estimate's modelled MFU and throughput for a valid input (``Estimate.speed_line``), as the Plan step's
+    summary and the success e-mail give it."""
+    inp = parse_input(raw, config)
+    return estimate_for_config(inp.training, inp.preprocessing.vocab_size).speed_line()
 
 
 def _drop(raw: Any, field: str) -> bool:

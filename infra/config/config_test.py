@@ -186,23 +186,26 @@ def test_a_training_config_that_does_not_fit_names_the_smallest_change_that_does
     with pytest.raises(ConfigError) as error:
         load({"training": {**too_big, "global_batch_tokens": 1_048_576}})
     assert error.value.field == "training"
-    assert "needs 80.6 GiB per device" in str(error.value)
-    assert "but ml.p4d.24xlarge has 40 GiB. Set training.recompute = true (38.4 of 40 GiB" in str(error.value)
+    assert "needs 59.6 GiB per device" in str(error.value)
+    assert (
+        "but ml.p4d.24xlarge has 37.6 GiB usable per device (40 GiB marketed). Set training.recompute = true "
+        in str(error.value)
+    )
     assert "is not valid" not in str(error.value)  # a sentence, not a quoted value
 
 
 def test_a_run_longer_than_its_max_run_hours_names_both_numbers_and_the_fixes():
     prod = {"model_preset": "gpt3-1.3b", "global_batch_tokens": 1_048_576, "micro_batch_size": 4, "instance_count": 4}
     with pytest.raises(ConfigError) as error:
-        load({"training": {**prod, "train_tokens": "300B", "max_run_hours": 240}})
+        load({"training": {**prod, "train_tokens": "300B", "max_run_hours": 200}})
     assert error.value.field == "training.max_run_hours"
     message = str(error.value)
-    assert "the run needs about 313 h but training.max_run_hours is 240: 271.2 h of training" in message
-    assert "+ 15% for checkpoints and spot restarts + 0.5 h start-up" in message
-    assert "Set training.max_run_hours = 313 (SageMaker allows up to 672)" in message
-    assert "or training.train_tokens = 230.4B (what 240 h trains); or training.instance_count = 8" in message
-    assert load({"training": {**prod, "train_tokens": "230.4B", "max_run_hours": 240}})  # the fix it names fits
-    assert load({"training": {**prod, "train_tokens": "300B", "max_run_hours": 313}})
+    assert "the run needs about 213 h but training.max_run_hours is 200: 184.8 h of training" in message
+    assert "(300B tokens at 41.1% MFU, modelled) + 15% for checkpoints and spot restarts + 0.5 h start-up" in message
+    assert "Set training.max_run_hours = 213 (SageMaker allows up to 672)" in message
+    assert "or training.train_tokens = 281.6B (what 200 h trains); or training.instance_count = 8" in message
+    assert load({"training": {**prod, "train_tokens": "281.6B", "max_run_hours": 200}})  # the fix it names fits
+    assert load({"training": {**prod, "train_tokens": "300B", "max_run_hours": 213}})
     on_demand = {**prod, "train_tokens": "300B", "max_run_hours": 300, "spot": False}  # 271.2 x 1.05 + 0.5 = 285.3
     assert load({"training": on_demand}).training.max_run_hours == 300
 

@@ -8,6 +8,9 @@ Examples:
     python -m infra.estimate --preset gpt3-1.3b --instance-type ml.p3.16xlarge --instance-count 10 --precision fp16
     python -m infra.estimate --all --train-tokens 300B
     make estimate ARGS="--preset gpt3-2.7b --instance-type ml.p4de.24xlarge --no-recompute"
+    python -m infra.estimate --stage prod --implementation before   # today's naive attention, no XLA
+
+Step times, MFU and tokens/s are modelled (``step_time.py``), never measured: the output says so.
 """
 
 from __future__ import annotations
@@ -20,16 +23,17 @@ import sys
 from pathlib import Path
 
 from infra.config import ConfigError, StageConfig, build_stage_config, parse_count
-from infra.estimate.estimate import DEFAULT_MFU, PRECISIONS, estimate_for_config, estimate_inputs
+from infra.estimate.estimate import PRECISIONS, estimate_for_config, estimate_inputs
 from infra.estimate.layouts import with_suggestions
 from infra.estimate.memory import OPTIMIZER_BYTES_PER_PARAMETER
 from infra.estimate.report import describe, describe_all
 from infra.estimate.runtime import late_problem, needed_hours
+from infra.estimate.step_time import AFTER, IMPLEMENTATIONS
 from infra.instances import INSTANCE_TYPES
 from infra.presets import model_presets, suggest_preset
 
 CDK_JSON = Path(__file__).resolve().parents[2] / "cdk.json"
-# Options that set a training field of the same name (the rest: --vocab-size, --optimizer, --mfu, --config).
+# Options that set a training field of the same name (the rest: --vocab-size, --optimizer, --implementation, ...).
 TRAINING_OPTIONS = (
     "n_layer",
     "d_model",
@@ -87,7 +91,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--instance-count", type=int)
     parser.add_argument("--model-parallel-degree", type=int)
     parser.add_argument("--microbatches", type=int, help="per GPipe pass (0: the whole step)")
-    parser.add_argument("--mfu", type=float, default=DEFAULT_MFU, help="model-FLOPs utilisation (default 0.4)")
+    parser.add_argument(
+        "--implementation",
+        default=AFTER.name,
+        choices=sorted(IMPLEMENTATIONS),
+        help="the step whose time is modelled: after (default, the code), before (naive attention, no XLA), "
+        "reference (flash attention, fused; llm-foundry's structure)",
+    )
     return parser.parse_args(argv)
 
 
@@ -125,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         config, vocab_size = run_config(args)
         training = config.training
         inputs = dataclasses.replace(
-            estimate_for_config(training, vocab_size, mfu=args.mfu).inputs, optimizer=args.optimizer
+            estimate_for_config(training, vocab_size, implementation=IMPLEMENTATIONS[args.implementation]).inputs,
+            optimizer=args.optimizer,
         )
         if args.all:
             print(describe_all(inputs))

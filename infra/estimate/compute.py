@@ -1,26 +1,32 @@
-"""FLOPs, step time and network time of a training step.
+"""FLOPs of a training step and the time of its gradient all-reduce.
 
 - Model FLOPs per token: 6·N for the weights (forward 2N, backward 4N) plus the attention scores,
   12·L·s·d (QKᵀ and AV, forward and backward; PaLM, appendix B), the same formula as
-  ``training/contract/presets.flops_per_token``.
-- Recomputation runs the forward pass twice: 8·N + 16·L·s·d executed, 4/3 of the model FLOPs.
-- ``mfu`` is the model-FLOPs utilisation the run would reach without recomputation; the hardware then
-  runs at the same efficiency on the extra forward pass, so recomputation shows up as a longer step.
-- Pipeline stages (K) each run 1/K of the layers; the GPipe schedule training runs leaves each idle for
-  (K - 1) / (m + K - 1) of a pass of m micro-batches (the bubble), so a step takes (m + K - 1) / m times the
-  ideal (m = micro-batches per pass).
-- Gradients are all-reduced between instances once per step in float32 (4 bytes per parameter),
-  ring all-reduce: each instance sends and receives 2·(I-1)/I of them, at ``NETWORK_EFFICIENCY`` of the
-  instance's bandwidth, after the backward pass (not overlapped; TensorFlow's multi-worker strategy
-  reduces after computing the gradients). Traffic inside an instance (NVLink) is taken as free.
+  ``training/contract/presets.flops_per_token``. MFU is always of these.
+- Executed FLOPs add what recomputation runs again, a forward pass of the recomputed part of every block:
+  ``full`` 2·(12d² + 13d)·L + 4·L·s·d (the block's weights and its scores), ``attention`` 2·4d²·L + 4·L·s·d
+  (QKV and the output projection, and the scores), ``mlp`` 2·8d²·L. gpt3-1.3b at s = 2,048: 9.10 GFLOP of
+  model FLOPs per token; 11.92 executed with full recomputation, 9.70 with the attention's, 9.91 with the MLP's.
+- Pipeline stages (K) each run 1/K of the layers; the GPipe schedule leaves each idle for
+  (K - 1) / (m + K - 1) of a pass of m micro-batches (the bubble), so a pass takes (m + K - 1) / m times the
+  ideal.
+- The gradient all-reduce, hierarchical as NCCL runs it on these instances: a reduce-scatter and all-gather
+  among the G GPUs of an instance over NVLink, 2·(G-1)/G x bytes at its bus bandwidth, and a ring among the I
+  instances over EFA, 2·(I-1)/I x bytes at the instance's network bandwidth x ``NETWORK_EFFICIENCY`` (each of
+  an instance's GPUs carries 1/G of the bytes over 1/G of its network). The two phases are added (NCCL
+  pipelines them in chunks; the sum is the conservative side). float32 gradients are 4 bytes per parameter,
+  bfloat16 2.
 """
 
 from __future__ import annotations
 
-from infra.presets import ModelShape
+from infra.estimate import hardware
+from infra.estimate.memory import recompute_mode
+from infra.instances import InstanceType
+from infra.presets import ModelShape, block_parameters
 
-NETWORK_EFFICIENCY = 0.7  # fraction of the nominal bandwidth a ring all-reduce reaches (NCCL over EFA or TCP)
-GRADIENT_BYTES = 4  # gradients are float32 (Keras mixed precision keeps float32 variables)
+NETWORK_EFFICIENCY = 0.7  # fraction of the nominal bandwidth a ring all-reduce reaches over EFA or TCP (assumed)
+GRADIENT_BYTES = {"fp32": 4, "bf16": 2}
 
 
 def model_flops_per_token(shape: ModelShape, parameters: int, sequence_length: int) -> int:
@@ -28,36 +34,47 @@ def model_flops_per_token(shape: ModelShape, parameters: int, sequence_length: i
     return 6 * parameters + 12 * shape.n_layer * sequence_length * shape.d_model
 
 
-def hardware_flops_per_token(shape: ModelShape, parameters: int, sequence_length: int, recompute: bool) -> int:
-    """FLOPs executed per token: the model FLOPs, plus one more forward pass (2·N + 4·L·s·d) when recomputing."""
-    forward = 2 * parameters + 4 * shape.n_layer * sequence_length * shape.d_model
-    return model_flops_per_token(shape, parameters, sequence_length) + (forward if recompute else 0)
+def recompute_flops_per_token(shape: ModelShape, sequence_length: int, recompute: bool | str) -> int:
+    """The forward FLOPs recomputation runs again per token (module docstring): 0 without it."""
+    d, layers, scores = shape.d_model, shape.n_layer, 4 * shape.n_layer * sequence_length * shape.d_model
+    return {
+        "none": 0,
+        "attention": 2 * 4 * d * d * layers + scores,
+        "mlp": 2 * 8 * d * d * layers,
+        "full": 2 * block_parameters(d) * layers + scores,
+    }[recompute_mode(recompute)]
+
+
+def hardware_flops_per_token(shape: ModelShape, parameters: int, sequence_length: int, recompute: bool | str) -> int:
+    """FLOPs executed per token: the model FLOPs plus the recomputed forward pass."""
+    extra = recompute_flops_per_token(shape, sequence_length, recompute)
+    return model_flops_per_token(shape, parameters, sequence_length) + extra
 
 
 def pipeline_factor(model_parallel_degree: int, micro_batches: int) -> float:
-    """Step-time multiplier of a GPipe pipeline: (m + K - 1) / m. K = 4, m = 4 -> 1.75; K = 1 -> 1.
-
-    The bubble, the idle fraction of each device, is (K - 1) / (m + K - 1): 3 / 7 = 43% for K = m = 4.
-    """
+    """Step-time multiplier of a GPipe pipeline: (m + K - 1) / m. K = 4, m = 4 -> 1.75; K = 1 -> 1."""
     return (micro_batches + model_parallel_degree - 1) / micro_batches
 
 
-def compute_seconds(
-    tokens_per_replica: int, flops_per_token: int, model_parallel_degree: int, peak_flops: float, mfu: float
+def bubble_share(model_parallel_degree: int, micro_batches: int) -> float:
+    """The idle share of each stage's device in a GPipe pass: (K - 1) / (m + K - 1). K = m = 4 -> 3 / 7 = 43%."""
+    return (model_parallel_degree - 1) / (micro_batches + model_parallel_degree - 1)
+
+
+def allreduce_seconds(
+    stage_bytes: float, model_bytes: float, instance: InstanceType, instance_count: int, replicas_per_instance: int
 ) -> float:
-    """Seconds of compute for one optimizer step of one data-parallel replica (K devices share its layers).
+    """Seconds to all-reduce one step's gradients between the data-parallel replicas (0 with one replica).
 
-    1.3 B on an A100 (312 TFLOPS) at 40%, 32,768 tokens x 9.1 GFLOP: 2.98e14 / 1.25e14 = 2.4 s.
+    Inside an instance each stage's ``stage_bytes`` among its ``replicas_per_instance`` GPUs; between instances
+    one copy of every stage, ``model_bytes``, per instance (equal without a pipeline). 1.3 B in float32
+    (5.26 GB) on 4 x p4d (8 A100s each, 230 GB/s NVLink bus, 400 Gbit/s EFA at 70%):
+    2 x 7/8 x 5.26 / 230 + 2 x 3/4 x 5.26 / 35 = 0.040 + 0.226 = 0.266 s.
     """
-    return tokens_per_replica * flops_per_token / model_parallel_degree / (peak_flops * mfu)
-
-
-def allreduce_seconds(parameters: int, instance_count: int, network_gbps: float) -> float:
-    """Seconds to all-reduce one step's float32 gradients between instances (0 on one instance).
-
-    1.3 B on 4 instances at 400 Gbit/s: 2 x 3/4 x 5.26 GB / (50 GB/s x 0.7) = 0.23 s.
-    """
-    if instance_count == 1:
-        return 0.0
-    sent = 2 * (instance_count - 1) / instance_count * parameters * GRADIENT_BYTES
-    return sent / (network_gbps * 1e9 / 8 * NETWORK_EFFICIENCY)
+    seconds, g = 0.0, replicas_per_instance
+    if g > 1:
+        seconds += 2 * (g - 1) / g * stage_bytes / (hardware.intra_instance_gbps(instance) * 1e9)
+    if instance_count > 1:
+        network = instance.network_gbps * 1e9 / 8 * NETWORK_EFFICIENCY
+        seconds += 2 * (instance_count - 1) / instance_count * model_bytes / network
+    return seconds

@@ -1,8 +1,12 @@
-"""The pre-flight estimate of a training run: memory per device, fit, step time, duration and cost.
+"""The pre-flight estimate of a training run: memory per device, fit, modelled step time, duration and cost.
 
-``estimate(...)`` is a pure function of the model shape, the batch and the cluster; ``estimate_for_config`` reads
-them from a ``TrainingConfig``. Neither imports anything outside the standard library and ``infra``'s
+``estimate(...)`` is a pure function of the model shape, the batch, the cluster and the implementation of the
+step (``step_time.Implementation``: the code as it is, ``AFTER``, unless asked for another); ``estimate_for_config``
+reads them from a ``TrainingConfig``. Neither imports anything outside the standard library and ``infra``'s
 stdlib-only tables, so the workflow's Plan step (a Lambda function) can run them.
+
+The step time, and so the MFU, tokens per second, duration, cost and the time-limit check, is modelled from the
+step's counts (``step_time.py``), never assumed: it is printed as "modelled" wherever a user sees it.
 """
 
 from __future__ import annotations
@@ -10,14 +14,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Protocol
 
-from infra.estimate import compute
-from infra.estimate.memory import GIB, OPTIMIZER_BYTES_PER_PARAMETER, Memory, device_memory
+from infra.estimate import compute, hardware
+from infra.estimate.memory import GIB, OPTIMIZER_BYTES_PER_PARAMETER, Memory, device_memory, recompute_mode
+from infra.estimate.stages import stage_parameters
+from infra.estimate.step_time import AFTER, Implementation, StepTime, step_time
 from infra.instances import INSTANCE_TYPES, InstanceType
 from infra.presets import ModelShape, shape_of
 from infra.training_code import training_module
 
 PRECISIONS = ("bf16", "fp16", "fp32")
-DEFAULT_MFU = 0.4  # assumed, not measured (2026-12-01, no GPU lent): bench/gpu_train_bench.py measures it on an H200
 SECONDS_PER_DAY = 86_400
 
 
@@ -31,15 +36,15 @@ class EstimateInputs:
     micro_batch_size: int
     precision: str
     optimizer: str
-    recompute: bool
+    recompute: bool | str
     instance_type: str
     instance_count: int
     model_parallel_degree: int
     global_batch_tokens: int
     train_tokens: int
-    mfu: float
     microbatches: int = 0
     preset: str | None = None  # the preset the shape comes from: its recipe is in the table
+    implementation: Implementation = AFTER
 
     @property
     def instance(self) -> InstanceType:
@@ -74,8 +79,7 @@ class EstimateInputs:
             raise ValueError(
                 f"optimizer {self.optimizer!r}: expected one of {', '.join(OPTIMIZER_BYTES_PER_PARAMETER)}"
             )
-        if not 0 < self.mfu <= 1:
-            raise ValueError(f"mfu {self.mfu}: expected a fraction in (0, 1]")
+        recompute_mode(self.recompute)  # raises for an unknown mode
         for name in ("sequence_length", "micro_batch_size", "instance_count", "model_parallel_degree", "train_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} {getattr(self, name)}: expected a positive integer")
@@ -100,27 +104,36 @@ def _batch():
 
 @dataclasses.dataclass(frozen=True)
 class Estimate:
-    """The numbers of one estimate; derived figures are properties. Bytes, seconds, USD."""
+    """The numbers of one estimate; derived figures are properties. Bytes, seconds (modelled), USD."""
 
     inputs: EstimateInputs
     parameters: int
     memory: Memory
     model_flops_per_token: int
     hardware_flops_per_token: int
-    compute_seconds: float
-    allreduce_seconds: float
+    step: StepTime
 
     @property
     def capacity_bytes(self) -> int:
-        return self.inputs.instance.device_memory_gib * GIB
+        """What the framework can allocate on one device (``hardware.py``), not the marketed size."""
+        return hardware.usable_bytes(self.inputs.instance)
 
     @property
     def fits(self) -> bool:
         return self.memory.total <= self.capacity_bytes
 
     @property
+    def compute_seconds(self) -> float:
+        return self.step.compute
+
+    @property
+    def allreduce_seconds(self) -> float:
+        """The all-reduce time not hidden behind the backward pass."""
+        return self.step.allreduce_exposed
+
+    @property
     def step_seconds(self) -> float:
-        return self.compute_seconds + self.allreduce_seconds
+        return self.step.total
 
     @property
     def tokens_per_second(self) -> float:
@@ -147,11 +160,23 @@ class Estimate:
         return self.train_hours * self.inputs.instance_count * self.inputs.instance.spot_price_per_hour
 
     @property
-    def achieved_mfu(self) -> float:
-        """Model FLOPs per second over the cluster's peak: below ``mfu`` with recomputation, pipelines, network."""
+    def modelled_mfu(self) -> float:
+        """Model FLOPs per second over the cluster's 16-bit (or fp32) peak, at the modelled step time."""
         devices = self.inputs.instance.devices * self.inputs.instance_count
         peak = self.inputs.instance.peak_flops(self.inputs.precision) * devices
         return self.tokens_per_second * self.model_flops_per_token / peak
+
+    @property
+    def bubble(self) -> float:
+        """The GPipe bubble's share of each stage's time: (K - 1) / (M + K - 1); 0 without a pipeline."""
+        return compute.bubble_share(self.inputs.model_parallel_degree, self.inputs.pipeline_microbatches)
+
+    def speed_line(self) -> str:
+        """One line for summaries: ``modelled 41.2% MFU, 301,000 tokens/s (step 3.48 s; ...)``."""
+        return (
+            f"modelled {self.modelled_mfu:.1%} MFU, {self.tokens_per_second:,.0f} tokens/s (step "
+            f"{self.step_seconds:.2f} s, {self.inputs.implementation.name} implementation; step_time.py)"
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready summary (the Plan step's ``summary.fit``; ``layouts.with_suggestions`` adds the suggestions)."""
@@ -159,13 +184,18 @@ class Estimate:
             "fits": self.fits,
             "parameters": self.parameters,
             "memory_gib": {k: round(v / GIB, 2) for k, v in _memory_items(self.memory).items()},
-            "capacity_gib": self.inputs.instance.device_memory_gib,
+            "capacity_gib": round(self.capacity_bytes / GIB, 2),
+            "marketed_gib": self.inputs.instance.device_memory_gib,
             "data_parallel_degree": self.inputs.data_parallel_degree,
             "model_parallel_degree": self.inputs.model_parallel_degree,
             "accumulation_steps": self.inputs.accumulation_steps,
             "microbatches": self.inputs.pipeline_microbatches,
+            "pipeline_bubble": round(self.bubble, 4),
             "flops_per_token": self.model_flops_per_token,
-            "step_seconds": round(self.step_seconds, 4),
+            "modelled_step_seconds": round(self.step_seconds, 4),
+            "modelled_mfu": round(self.modelled_mfu, 4),
+            "modelled_tokens_per_second": round(self.tokens_per_second),
+            "modelled": self.speed_line(),
             "tokens_per_day": round(self.tokens_per_day),
             "train_days": round(self.train_days, 2),
             "cost_on_demand_usd": round(self.cost_on_demand, 2),
@@ -181,15 +211,15 @@ def estimate(
     micro_batch_size: int,
     precision: str,
     optimizer: str = "adamw",
-    recompute: bool,
+    recompute: bool | str,
     instance_type: str,
     instance_count: int,
     model_parallel_degree: int = 1,
     global_batch_tokens: int,
     train_tokens: int,
-    mfu: float = DEFAULT_MFU,
     microbatches: int = 0,
     preset: str | None = None,
+    implementation: Implementation = AFTER,
 ) -> Estimate:
     """Estimates one training run; raises ValueError for a layout that cannot run (see ``EstimateInputs.check``)."""
     return estimate_inputs(EstimateInputs(**{k: v for k, v in locals().items()}))
@@ -198,32 +228,40 @@ def estimate(
 def estimate_inputs(inputs: EstimateInputs) -> Estimate:
     """``estimate`` for an ``EstimateInputs``."""
     inputs.check()
-    shape, seq = inputs.shape, inputs.sequence_length
+    shape, seq, k = inputs.shape, inputs.sequence_length, inputs.model_parallel_degree
     parameters = shape.parameters(inputs.vocab_size, seq)
-    hardware = compute.hardware_flops_per_token(shape, parameters, seq, inputs.recompute)
-    tokens_per_replica = inputs.global_batch_tokens // inputs.data_parallel_degree
-    pipeline = compute.pipeline_factor(inputs.model_parallel_degree, inputs.pipeline_microbatches)
-    peak = inputs.instance.peak_flops(inputs.precision)
+    common = {"vocab_size": inputs.vocab_size, "sequence_length": seq, "precision": inputs.precision}
     return Estimate(
         inputs=inputs,
         parameters=parameters,
         memory=device_memory(
             shape,
-            vocab_size=inputs.vocab_size,
-            sequence_length=seq,
+            **common,
             micro_batch=inputs.micro_batch_size,
-            precision=inputs.precision,
             optimizer=inputs.optimizer,
             recompute=inputs.recompute,
-            model_parallel_degree=inputs.model_parallel_degree,
+            model_parallel_degree=k,
             accumulation_steps=inputs.accumulation_steps,
-            microbatches=inputs.microbatches,
+            pipeline_microbatches=inputs.pipeline_microbatches,
+            attention=inputs.implementation.memory_attention,
+            xla=inputs.implementation.xla,
         ),
         model_flops_per_token=compute.model_flops_per_token(shape, parameters, seq),
-        hardware_flops_per_token=hardware,
-        compute_seconds=pipeline
-        * compute.compute_seconds(tokens_per_replica, hardware, inputs.model_parallel_degree, peak, inputs.mfu),
-        allreduce_seconds=compute.allreduce_seconds(parameters, inputs.instance_count, inputs.instance.network_gbps),
+        hardware_flops_per_token=compute.hardware_flops_per_token(shape, parameters, seq, inputs.recompute),
+        step=step_time(
+            shape,
+            **common,
+            parameters=parameters,
+            stage_parameters=max(stage_parameters(shape, inputs.vocab_size, seq, k)),
+            micro_batch=inputs.micro_batch_size,
+            recompute=inputs.recompute,
+            instance=inputs.instance,
+            instance_count=inputs.instance_count,
+            model_parallel_degree=k,
+            accumulation_steps=inputs.accumulation_steps,
+            pipeline_microbatches=inputs.pipeline_microbatches,
+            implementation=inputs.implementation,
+        ),
     )
 
 
@@ -241,12 +279,14 @@ class TrainingFields(Protocol):
     precision: str
     instance_type: str
     instance_count: int
-    recompute: bool
+    recompute: bool | str
     model_parallel_degree: int
     microbatches: int
 
 
-def estimate_for_config(training: TrainingFields, vocab_size: int, *, mfu: float = DEFAULT_MFU) -> Estimate:
+def estimate_for_config(
+    training: TrainingFields, vocab_size: int, *, implementation: Implementation = AFTER
+) -> Estimate:
     """The estimate of a stage's (or an execution input's) training configuration, with AdamW."""
     return estimate(
         shape_of(training.model_preset, training.n_layer, training.d_model, training.n_head),
@@ -260,9 +300,9 @@ def estimate_for_config(training: TrainingFields, vocab_size: int, *, mfu: float
         model_parallel_degree=training.model_parallel_degree,
         global_batch_tokens=training.global_batch_tokens,
         train_tokens=training.train_tokens,
-        mfu=mfu,
         microbatches=training.microbatches,
         preset=training.model_preset,
+        implementation=implementation,
     )
 
 

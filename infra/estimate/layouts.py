@@ -14,6 +14,7 @@ import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from infra.estimate.compute import recompute_flops_per_token
 from infra.estimate.estimate import (
     Estimate,
     EstimateInputs,
@@ -21,7 +22,8 @@ from infra.estimate.estimate import (
     estimate_for_config,
     estimate_inputs,
 )
-from infra.estimate.memory import GIB, Memory
+from infra.estimate.hardware import usable_bytes
+from infra.estimate.memory import GIB, RECOMPUTE_MODES, Memory, recompute_mode
 from infra.instances import CPU_TRAINING_TYPES, GPU_TRAINING_TYPES, INSTANCE_TYPES
 
 
@@ -36,8 +38,8 @@ class Suggestion:
         fields = " and ".join(f"training.{name} = {_json(value)}" for name, value in self.changes)
         p = self.estimate
         return (
-            f"{fields} ({p.memory.total / GIB:.1f} of {p.inputs.instance.device_memory_gib} GiB, "
-            f"{p.train_days:,.1f} days, ${p.cost_on_demand:,.0f} on demand)"
+            f"{fields} ({p.memory.total / GIB:.1f} of {p.capacity_bytes / GIB:.1f} GiB usable, "
+            f"{p.train_days:,.1f} days modelled, ${p.cost_on_demand:,.0f} on demand)"
         )
 
 
@@ -47,31 +49,36 @@ def _divisors(n: int) -> list[int]:
 
 def _layouts(inputs: EstimateInputs, instance_types: Iterable[str]) -> Iterator[Estimate]:
     """Every runnable layout with recompute as is or on, micro-batch at most the given one, any model-parallel
-    degree at least the given one, on each of ``instance_types``."""
+    degree at least the given one and, with a pipeline, GPipe passes of M = 2K or 4K micro-batches besides the given
+    M (fewer in flight: GPipe's last stage keeps every one's softmax), on each of ``instance_types``."""
     for name in instance_types:
         instance = INSTANCE_TYPES[name]
         if inputs.precision == "bf16" and not instance.supports_bf16:
             continue
+        recomputes = [inputs.recompute] + ([True] if recompute_mode(inputs.recompute) != "full" else [])
         for recompute, micro_batch, degree in itertools.product(
-            sorted({inputs.recompute, True}),
+            recomputes,
             range(inputs.micro_batch_size, 0, -1),
             [k for k in _divisors(instance.devices) if k >= inputs.model_parallel_degree],
         ):
-            candidate = dataclasses.replace(
-                inputs,
-                instance_type=name,
-                recompute=recompute,
-                micro_batch_size=micro_batch,
-                model_parallel_degree=degree,
-            )
-            try:
-                yield estimate_inputs(candidate)
-            except ValueError:
-                continue  # e.g. the micro-batch no longer divides the global batch
+            passes = [inputs.microbatches] + ([2 * degree, 4 * degree] if degree > 1 else [])
+            for microbatches in dict.fromkeys(passes):
+                candidate = dataclasses.replace(
+                    inputs,
+                    instance_type=name,
+                    recompute=recompute,
+                    micro_batch_size=micro_batch,
+                    model_parallel_degree=degree,
+                    microbatches=microbatches,
+                )
+                try:
+                    yield estimate_inputs(candidate)
+                except ValueError:
+                    continue  # e.g. the micro-batch no longer divides the global batch
 
 
 # The order changes are offered in: what costs least to try first.
-FIELDS = ("recompute", "micro_batch_size", "model_parallel_degree", "instance_type")
+FIELDS = ("recompute", "micro_batch_size", "model_parallel_degree", "microbatches", "instance_type")
 
 
 def _changes(before: EstimateInputs, after: EstimateInputs) -> tuple[tuple[str, object], ...]:
@@ -94,7 +101,7 @@ def suggestions(given: Estimate) -> list[Suggestion]:
     larger = [
         name
         for name in same_kind
-        if INSTANCE_TYPES[name].device_memory_gib > current.device_memory_gib
+        if usable_bytes(INSTANCE_TYPES[name]) > usable_bytes(current)
         and INSTANCE_TYPES[name].devices >= current.devices
     ]
     best: dict[tuple[str, ...], Estimate] = {}
@@ -119,6 +126,19 @@ def cheapest_fitting(inputs: EstimateInputs, instance_type: str) -> Estimate | N
     return min(fitting, key=_rank, default=None)
 
 
+def least_recompute(inputs: EstimateInputs) -> str | None:
+    """The recompute mode that executes the fewest FLOPs and fits (``compute.recompute_flops_per_token``: none
+    first, full last; the attention's before the MLP's while s < 2d); None when not even full recomputation fits."""
+    extra = {m: recompute_flops_per_token(inputs.shape, inputs.sequence_length, m) for m in RECOMPUTE_MODES}
+    for mode in sorted(RECOMPUTE_MODES, key=extra.__getitem__):
+        try:
+            if estimate_inputs(dataclasses.replace(inputs, recompute=mode)).fits:
+                return mode
+        except ValueError:
+            return None
+    return None
+
+
 def with_suggestions(given: Estimate) -> dict[str, Any]:
     """``Estimate.as_dict`` with the suggestions, as text (``python -m infra.estimate --json``)."""
     return given.as_dict() | {"suggestions": [str(s) for s in suggestions(given)]}
@@ -133,10 +153,11 @@ def fit_problem(training: TrainingFields, vocab_size: int) -> str | None:
     result = estimate_for_config(training, vocab_size)
     if result.fits:
         return None
-    need, have = result.memory.total / GIB, result.inputs.instance.device_memory_gib
+    need, have = result.memory.total / GIB, result.capacity_bytes / GIB
     problem = (
         f"{training.model_preset} at micro-batch {training.micro_batch_size} x {training.sequence_length} tokens "
-        f"needs {need:.1f} GiB per device ({_breakdown(result.memory)}), but {training.instance_type} has {have} GiB."
+        f"needs {need:.1f} GiB per device ({_breakdown(result.memory)}), but {training.instance_type} has "
+        f"{have:.1f} GiB usable per device ({result.inputs.instance.device_memory_gib} GiB marketed)."
     )
     fixes = suggestions(result)[:3]
     if not fixes:
@@ -147,7 +168,7 @@ def fit_problem(training: TrainingFields, vocab_size: int) -> str | None:
 def _breakdown(memory: Memory) -> str:
     return (
         f"model state {memory.model_state / GIB:.1f}, activations {memory.activations / GIB:.1f}, "
-        f"logits {memory.logits / GIB:.1f}, overhead {memory.overhead / GIB:.1f}"
+        f"logits {memory.logits / GIB:.1f}, fragmentation {memory.overhead / GIB:.1f}"
     )
 
 

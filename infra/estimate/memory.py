@@ -1,30 +1,47 @@
-"""Memory of one training device: model state, activations, logits and framework overhead, in bytes.
+"""Memory of one training device: model state, activations, logits and allocator slack, in bytes.
 
-The model follows what this project's Keras model does (``training/gpt``):
+The model follows what this project's training code keeps (``training/gpt``, ``training/run``):
 
 - Model state per parameter. Keras mixed precision keeps float32 variables and casts them to 16 bits
   for each step, so bf16/fp16 costs 4 (fp32 weights) + 2 (16-bit copy, kept for the backward pass)
-  + 4 (fp32 gradients) + 8 (Adam m and v) = 18 bytes; float32 costs 4 + 4 + 8 = 16 bytes. Gradient
-  accumulation over micro-batches adds a float32 accumulator: 4 bytes more.
+  + 4 (fp32 gradients) + 8 (Adam m and v) = 18 bytes; float32 costs 4 + 4 + 8 = 16 bytes. Summing the
+  gradients of several micro-batches holds the running sum and the next micro-batch's gradients at once:
+  4 bytes more (data-parallel: ``trainer.py``'s accumulation; pipeline: ``gpipe.py``'s sum over a pass). The
+  pipeline also keeps every gradient in a persistent float32 buffer between its two tf.functions
+  (``pipeline_trainer.py``, ``self.buffers``): 4 bytes more per parameter of the stage.
+- One micro-batch in flight without a pipeline: the accumulation loop runs its micro-batches one after the
+  other (issue 37: by construction, not by TensorFlow's while-loop default of 10 parallel iterations).
 - Activations per layer (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
-  Models", eq. 2): s·b·h·(34 + 5·a·s/h) bytes in 16-bit, where s = sequence, b = micro-batch, h = width,
-  a = heads; the 5·a·s/h term is the s x s attention scores, softmax and dropout mask, which the model
-  materialises (no fused attention). Float32 doubles it. With full recomputation a layer keeps only its
-  input, 2·s·b·h bytes, and one layer at a time is rebuilt in full during the backward pass.
-- The backward working set of the layer being differentiated, which the formula above (stored activations
-  only) leaves out: the gradients of the attention scores and probabilities, 2·a·s²·b x 4 bytes (the model's
-  softmax runs in float32), and of the MLP's two 4h-wide intermediates, 2 x 4·s·b·h x the element size.
-  Without it the estimate fell short of measured CPU peaks by 7-19% (bench/estimate_vs_measured_bench.py).
-- Logits: b·s·V elements, in the compute dtype (2 bytes), cast to float32 by the model (4) and the
-  float32 softmax gradient of the loss (4): 10 bytes each in bf16/fp16, 8 in float32.
+  Models", eq. 2): s·b·h·34 bytes in 16-bit (s = sequence, b = micro-batch, h = width, a = heads) for what is
+  [s, b, h]-sized: 13·sbh in the attention sublayer (its LayerNorm 2, QKV input 2, Q and K 4, V 2, the
+  projection's input 2, dropout mask 1) and 21·sbh in the MLP (LayerNorm 2, fc input 2, GELU input 8,
+  its output 8, dropout mask 1), doubled in float32; and per score element of [b, a, s, s] what the
+  attention core keeps: ``naive`` (today's ``_attend``: the float32 softmax output its gradient needs and the
+  bf16 probabilities the next matmul's does, 4 + 2 = 6 bytes; in float32 they are one tensor, 4) or ``lean``
+  (a custom-gradient core that keeps only the probabilities: 2 bytes, 4 in float32).
+- Recomputation (``recompute``): ``none`` keeps all of it; ``attention`` recomputes the attention sublayer
+  from the block's input (keeps 21 + 2 sbh, no score-sized tensor); ``mlp`` recomputes the MLP from its input
+  (keeps 13 + 2 sbh and the scores); ``full`` (``True``) recomputes the whole block from its input (2 sbh).
+  One layer's recomputed part exists again, in full, while that layer is differentiated.
+- The backward working set of the layer being differentiated: the gradients of the scores and
+  probabilities (naive: 2 float32 score-sized tensors, 8 bytes per score element; lean: the bf16 dP and
+  dS, 4 bytes) and the MLP's two 4h-wide intermediates, 2 x 4·s·b·h x the element size. Without it the
+  estimate fell short of measured CPU peaks by 7-19% (bench/estimate_vs_measured_bench.py).
+- Logits: b·s·V elements, alive together while the loss is differentiated: the logits in the compute dtype
+  (2 bytes), their float32 cast (4), the softmax (4), its float32 gradient (4) and that cast back (2): 16 bytes
+  each in bf16/fp16; in float32 the logits, the softmax and the gradient, 12 (fitted to measured CPU peaks,
+  bench/estimate_vs_measured_bench.py, where 8 and 10 had fallen 15-50% short). With the step compiled by XLA
+  (``xla``) the casts fuse into the softmax and the gradient: the 16-bit logits, the float32 softmax and the
+  16-bit gradient, 8 bytes (assumed from XLA's fusion, not measured). And the tied embedding's gradient from
+  the head, [d, V] and its transpose: 8·V·d bytes.
 - Pipeline (model-parallel degree K): the blocks are split as training splits them (``stages.py``: balanced
-  by parameters, embeddings on the first stage, final LayerNorm on the last). Training runs GPipe: a pass runs
-  all M micro-batches forward before any backward, so every stage holds M micro-batches' activations of its
-  layers (M = ``microbatches``, or every micro-batch of the step). The last stage computes the logits and the
-  head's gradient of the tied token embedding (V·d x 4 bytes) before it goes to the first stage. Each
-  device's memory is computed; the heaviest is reported.
-- Framework overhead: 1 GiB (CUDA context, cuBLAS/cuDNN workspaces, TensorFlow runtime) plus 5% of
-  everything else for allocator fragmentation.
+  by parameters, embeddings on the first stage, final LayerNorm on the last). GPipe runs all M micro-batches
+  of a pass forward before any backward, so every stage holds M micro-batches' activations of its layers
+  (M from ``training/contract/batch.py``). The last stage computes the logits and the head's gradient of the
+  tied token embedding before it goes to the first stage, and keeps the float32 softmax of every micro-batch in
+  flight (4 bytes per logit) until its backward pass. Each device's memory is computed; the heaviest is reported.
+- Allocator slack: 5% of the tensors (BFC fragmentation). The CUDA context and TensorFlow's reserve are not
+  tensors: they come off the device's memory instead (``hardware.py``: usable = total - context - reserve).
 """
 
 from __future__ import annotations
@@ -35,10 +52,25 @@ from infra.estimate import stages
 from infra.presets import ModelShape
 
 GIB = 2**30
-FRAMEWORK_OVERHEAD_BYTES = 1 * GIB
 FRAGMENTATION = 0.05
 OPTIMIZER_BYTES_PER_PARAMETER = {"adamw": 8, "adam": 8, "sgd": 4}  # Adam: fp32 m and v; SGD: fp32 momentum
 MIXED_PRECISIONS = ("bf16", "fp16")
+ATTENTION_KINDS = ("lean", "naive")
+RECOMPUTE_MODES = ("none", "attention", "mlp", "full")
+# [s, b, h]-sized bytes (16-bit) per layer: the attention sublayer's and the MLP's (Korthikanti et al.'s 34).
+ATTENTION_SBH, MLP_SBH = 13, 21
+# Bytes per score element: kept by the forward pass, and the backward working set (float32 gradients / bf16).
+SCORES_KEPT = {"naive": 6, "lean": 2}  # 16-bit runs; float32 ones keep one float32 tensor, 4 bytes, either way
+SCORES_WORKSPACE = {"naive": 8, "lean": 4}
+
+
+def recompute_mode(recompute: bool | str) -> str:
+    """``True`` -> ``full`` (today's whole-block recomputation), ``False`` -> ``none``; a mode name as is."""
+    if isinstance(recompute, bool):
+        return "full" if recompute else "none"
+    if recompute not in RECOMPUTE_MODES:
+        raise ValueError(f"recompute {recompute!r}: expected true, false or one of {', '.join(RECOMPUTE_MODES)}")
+    return recompute
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,22 +81,23 @@ class Memory:
     gradients: int
     optimizer: int
     accumulation: int
+    gradient_buffers: int
     activations: int
     logits: int
 
     @property
     def model_state(self) -> int:
-        return self.weights + self.gradients + self.optimizer + self.accumulation
+        return self.weights + self.gradients + self.optimizer + self.accumulation + self.gradient_buffers
 
     @property
     def modeled(self) -> int:
-        """Everything but the framework overhead."""
+        """Every tensor counted, without the allocator's slack."""
         return self.model_state + self.activations + self.logits
 
     @property
     def overhead(self) -> int:
-        """1 GiB plus 5% of the rest: e.g. 30 GiB of tensors -> 1 + 1.5 = 2.5 GiB."""
-        return FRAMEWORK_OVERHEAD_BYTES + round(FRAGMENTATION * self.modeled)
+        """5% of the tensors for allocator fragmentation: 30 GiB of tensors -> 1.5 GiB."""
+        return round(FRAGMENTATION * self.modeled)
 
     @property
     def total(self) -> int:
@@ -79,43 +112,82 @@ def stage_parameters(shape: ModelShape, vocab_size: int, sequence_length: int, m
     return max(stages.stage_parameters(shape, vocab_size, sequence_length, model_parallel_degree))
 
 
-def in_flight_micro_batches(model_parallel_degree: int, accumulation_steps: int, microbatches: int = 0) -> int:
+def in_flight_micro_batches(model_parallel_degree: int, pipeline_microbatches: int) -> int:
     """Micro-batches whose activations a device holds at once: 1 without a pipeline (one micro-batch's forward
-    and backward at a time); with one, GPipe's M = ``microbatches`` (0: every micro-batch of the step)."""
-    if model_parallel_degree == 1:
-        return 1
-    return microbatches or accumulation_steps
+    and backward at a time); with one, the M micro-batches of a GPipe pass."""
+    return 1 if model_parallel_degree == 1 else pipeline_microbatches
 
 
-def state_bytes_per_parameter(precision: str, optimizer: str, accumulate: bool) -> dict[str, int]:
-    """Bytes per parameter of weights, gradients, optimizer state and the accumulator.
+def state_bytes_per_parameter(
+    precision: str, optimizer: str, accumulate: bool, pipeline: bool = False
+) -> dict[str, int]:
+    """Bytes per parameter of weights, gradients, optimizer state, the running sum and the pipeline's buffers.
 
-    bf16 + AdamW + accumulation: 6 + 4 + 8 + 4 = 22; float32 + AdamW, no accumulation: 4 + 4 + 8 = 16.
+    bf16 + AdamW + accumulation: 6 + 4 + 8 + 4 = 22; float32 + AdamW, no accumulation: 4 + 4 + 8 = 16;
+    a pipeline stage adds its persistent float32 gradient buffers: 4 more.
     """
     return {
         "weights": 4 + (2 if precision in MIXED_PRECISIONS else 0),
         "gradients": 4,
         "optimizer": OPTIMIZER_BYTES_PER_PARAMETER[optimizer],
         "accumulation": 4 if accumulate else 0,
+        "gradient_buffers": 4 if pipeline else 0,
     }
 
 
-def layer_activation_bytes(shape: ModelShape, sequence_length: int, micro_batch: int, precision: str) -> int:
-    """One decoder layer's saved activations without recomputation: s·b·h·34 + 5·a·s²·b (16-bit).
+def _scale(precision: str) -> int:
+    return 2 if precision == "fp32" else 1
 
-    gpt3-125m, s = 2048, b = 8: 2048 x 8 x 768 x 34 + 5 x 12 x 2048² x 8 = 428 M + 2,013 M = 2.44 GB.
+
+def layer_activation_bytes(
+    shape: ModelShape,
+    sequence_length: int,
+    micro_batch: int,
+    precision: str,
+    attention: str = "lean",
+    recompute: bool | str = "none",
+) -> int:
+    """What one decoder layer keeps for its backward pass (module docstring).
+
+    gpt3-125m, s = 2048, b = 8, bf16, no recomputation, naive: 34 x 12.6 M + 6 x 12 x 2048² x 8 = 428 M +
+    2,416 M = 2.84 GB; lean: 428 M + 805 M = 1.23 GB; full recomputation: the layer's input, 2 x 12.6 M = 25 MB.
     """
     s, b, h, a = sequence_length, micro_batch, shape.d_model, shape.n_head
-    return (s * b * h * 34 + 5 * a * s * s * b) * (2 if precision == "fp32" else 1)
+    sbh = s * b * h * _scale(precision)
+    scores = (4 if precision == "fp32" else SCORES_KEPT[attention]) * a * s * s * b
+    return {
+        "none": (ATTENTION_SBH + MLP_SBH) * sbh + scores,
+        "attention": (MLP_SBH + 2) * sbh,
+        "mlp": (ATTENTION_SBH + 2) * sbh + scores,
+        "full": 2 * sbh,
+    }[recompute_mode(recompute)]
 
 
-def backward_workspace_bytes(shape: ModelShape, sequence_length: int, micro_batch: int, precision: str) -> int:
-    """Gradient buffers of one layer's backward pass: 8·a·s²·b + 8·s·b·h x element bytes.
+def recomputed_bytes(
+    shape: ModelShape, sequence_length: int, micro_batch: int, precision: str, attention: str, recompute: bool | str
+) -> int:
+    """One layer's recomputed activations, alive again while that layer is differentiated (0 without recompute)."""
+    mode = recompute_mode(recompute)
+    if mode == "none":
+        return 0
+    s, b, h = sequence_length, micro_batch, shape.d_model
+    full = layer_activation_bytes(shape, s, b, precision, attention, "none")
+    return full - layer_activation_bytes(shape, s, b, precision, attention, mode) + 2 * s * b * h * _scale(precision)
 
-    gpt3-125m, s = 2048, b = 8, bf16: 8 x 12 x 2048² x 8 + 8 x 12.6 M x 2 = 3,221 M + 201 M = 3.4 GB.
+
+def backward_workspace_bytes(
+    shape: ModelShape, sequence_length: int, micro_batch: int, precision: str, attention: str = "lean"
+) -> int:
+    """Gradient buffers of one layer's backward pass: the score gradients and 8·s·b·h x element bytes.
+
+    gpt3-125m, s = 2048, b = 8, bf16, naive: 8 x 12 x 2048² x 8 + 8 x 12.6 M x 2 = 3,221 M + 201 M = 3.4 GB;
+    lean: 4 x 12 x 2048² x 8 + 201 M = 1.8 GB.
     """
     s, b, h, a = sequence_length, micro_batch, shape.d_model, shape.n_head
-    return 8 * a * s * s * b + 8 * s * b * h * (4 if precision == "fp32" else 2)
+    scores = SCORES_WORKSPACE[attention] * a * s * s * b
+    if attention == "lean":
+        scores *= _scale(precision)  # bf16 dP and dS; float32 ones in a float32 run
+    return scores + 8 * s * b * h * (4 if precision == "fp32" else 2)
 
 
 def activation_bytes(
@@ -123,36 +195,41 @@ def activation_bytes(
     sequence_length: int,
     micro_batch: int,
     precision: str,
-    recompute: bool,
+    recompute: bool | str,
     layers: int | None = None,
     in_flight: int = 1,
+    attention: str = "lean",
 ) -> int:
     """Activations of ``layers`` blocks (default: all) for ``in_flight`` micro-batches during the backward pass,
-    with one layer's backward working set.
+    with one layer's recomputed part and its backward working set.
 
-    Without recomputation: layers x in-flight micro-batches x the full per-layer figure. With it: each
-    layer's input (2·s·b·h bytes, 4 in float32) plus one layer rebuilt in full.
-    gpt3-125m, s = 2048, b = 8, bf16: 12 x 2.44 GB = 29.3 GB; recomputed: 12 x 25 MB + 2.44 GB = 2.7 GB;
-    plus 3.4 GB of working set either way.
+    gpt3-125m, s = 2048, b = 8, bf16, naive: 12 x 2.84 GB = 34.1 GB; recomputed in full: 12 x 25 MB + 2.84 GB =
+    3.1 GB; plus 3.4 GB of working set either way.
     """
     layers = shape.n_layer if layers is None else layers
-    full = layer_activation_bytes(shape, sequence_length, micro_batch, precision)
-    workspace = backward_workspace_bytes(shape, sequence_length, micro_batch, precision)
-    if not recompute:
-        return layers * in_flight * full + workspace
-    layer_input = sequence_length * micro_batch * shape.d_model * (4 if precision == "fp32" else 2)
-    return layers * in_flight * layer_input + full + workspace
+    args = (shape, sequence_length, micro_batch, precision)
+    kept = layer_activation_bytes(*args, attention, recompute)
+    return (
+        layers * in_flight * kept
+        + recomputed_bytes(*args, attention, recompute)
+        + backward_workspace_bytes(*args, attention)
+    )
 
 
-def logits_bytes(vocab_size: int, sequence_length: int, micro_batch: int, precision: str) -> int:
-    """Logits and their loss gradient: b·s·V x 10 bytes (8 in float32).
+def logits_bytes(
+    vocab_size: int, sequence_length: int, micro_batch: int, precision: str, d_model: int, xla: bool = False
+) -> int:
+    """Logits and their loss gradient, b·s·V x 16 bytes (8 with XLA, 12 in float32), and the head's embedding
+    gradient, 8·V·d.
 
-    b = 8, s = 2048, V = 50,257: 823 M elements x 10 = 8.2 GB, more than gpt3-125m's weights and Adam state.
+    b = 8, s = 2048, V = 50,257, d = 768, bf16 without XLA: 823 M elements x 16 = 13.2 GB, more than gpt3-125m's
+    weights and Adam state, + 0.3 GB.
     """
-    return micro_batch * sequence_length * vocab_size * (10 if precision in MIXED_PRECISIONS else 8)
+    per_element = 12 if precision not in MIXED_PRECISIONS else 8 if xla else 16
+    return micro_batch * sequence_length * vocab_size * per_element + 8 * vocab_size * d_model
 
 
-def device_memory(
+def stage_memories(
     shape: ModelShape,
     *,
     vocab_size: int,
@@ -160,28 +237,39 @@ def device_memory(
     micro_batch: int,
     precision: str,
     optimizer: str,
-    recompute: bool,
+    recompute: bool | str,
     model_parallel_degree: int,
     accumulation_steps: int,
-    microbatches: int = 0,
-) -> Memory:
-    """The memory breakdown of the heaviest device: of each pipeline stage's device (its parameters, its layers'
-    activations for the in-flight micro-batches, the logits on the last), the one with the largest total."""
-    per_parameter = state_bytes_per_parameter(precision, optimizer, accumulation_steps > 1)
-    in_flight = in_flight_micro_batches(model_parallel_degree, accumulation_steps, microbatches)
+    pipeline_microbatches: int = 1,
+    attention: str = "lean",
+    xla: bool = True,
+) -> list[Memory]:
+    """The memory breakdown of each pipeline stage's device: its parameters, its layers' activations for the
+    in-flight micro-batches, the logits on the last. One entry without a pipeline.
+
+    ``pipeline_microbatches`` is M, the micro-batches of one GPipe pass (``training/contract/batch.py``);
+    ``xla``, whether the step is compiled (fewer logits-sized tensors at once).
+    """
+    piped = model_parallel_degree > 1
+    per_parameter = state_bytes_per_parameter(precision, optimizer, accumulation_steps > 1, piped)
+    in_flight = in_flight_micro_batches(model_parallel_degree, pipeline_microbatches)
     layers = stages.stage_layers(shape, vocab_size, sequence_length, model_parallel_degree)
     parameters = stages.stage_parameters(shape, vocab_size, sequence_length, model_parallel_degree)
-    logits = logits_bytes(vocab_size, sequence_length, micro_batch, precision)
-    if model_parallel_degree > 1:
-        logits += vocab_size * shape.d_model * 4  # the head's embedding gradient, computed on the last stage
-    devices = [
+    logits = logits_bytes(vocab_size, sequence_length, micro_batch, precision, shape.d_model, xla)  # last stage
+    # GPipe's last stage keeps each in-flight micro-batch's float32 softmax until that micro-batch's backward pass.
+    logits += (in_flight - 1) * micro_batch * sequence_length * vocab_size * 4
+    return [
         Memory(
             **{kind: parameters[k] * size for kind, size in per_parameter.items()},
             activations=activation_bytes(
-                shape, sequence_length, micro_batch, precision, recompute, layers[k], in_flight
+                shape, sequence_length, micro_batch, precision, recompute, layers[k], in_flight, attention
             ),
             logits=logits if k == model_parallel_degree - 1 else 0,
         )
         for k in range(model_parallel_degree)
     ]
-    return max(devices, key=lambda memory: memory.total)
+
+
+def device_memory(shape: ModelShape, **kwargs) -> Memory:
+    """The heaviest device's memory: of ``stage_memories(shape, **kwargs)``, the one with the largest total."""
+    return max(stage_memories(shape, **kwargs), key=lambda memory: memory.total)

@@ -2,35 +2,45 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
+from infra.estimate.hardware import usable_bytes
 from infra.estimate.memory import (
     GIB,
+    RECOMPUTE_MODES,
     activation_bytes,
     backward_workspace_bytes,
     device_memory,
     in_flight_micro_batches,
     layer_activation_bytes,
     logits_bytes,
+    recompute_mode,
+    recomputed_bytes,
+    stage_memories,
     stage_parameters,
     state_bytes_per_parameter,
 )
+from infra.estimate.stages import stage_parameters as stage_parameter_counts
+from infra.instances import INSTANCE_TYPES
 from infra.presets import model_presets
 
 PRESETS = model_presets()
 
 
 @pytest.mark.parametrize(
-    ("precision", "optimizer", "accumulate", "total"),
+    ("precision", "optimizer", "accumulate", "pipeline", "total"),
     [
-        ("bf16", "adamw", False, 18),
-        ("fp16", "adam", True, 22),
-        ("fp32", "adamw", False, 16),
-        ("fp32", "sgd", False, 12),
+        ("bf16", "adamw", False, False, 18),
+        ("fp16", "adam", True, False, 22),
+        ("fp32", "adamw", False, False, 16),
+        ("fp32", "sgd", False, False, 12),
+        ("bf16", "adamw", True, True, 26),  # a pipeline stage: + its persistent float32 gradient buffers
     ],
 )
-def test_model_state_bytes_per_parameter(precision, optimizer, accumulate, total):
-    assert sum(state_bytes_per_parameter(precision, optimizer, accumulate).values()) == total
+def test_model_state_bytes_per_parameter(precision, optimizer, accumulate, pipeline, total):
+    assert sum(state_bytes_per_parameter(precision, optimizer, accumulate, pipeline).values()) == total
 
 
 def test_stage_parameters_match_the_closed_form_count_and_split_the_blocks():
@@ -43,20 +53,45 @@ def test_stage_parameters_match_the_closed_form_count_and_split_the_blocks():
     assert stage_parameters(shape, 50_257, 2048, 5) == 6 * 50_358_272
 
 
-def test_layer_activations_follow_korthikanti_and_double_in_fp32():
-    shape = PRESETS["gpt3-125m"]  # s·b·h·(34 + 5·a·s/h) with s=2048, b=8, h=768, a=12: 12.58 M x 194
-    assert layer_activation_bytes(shape, 2048, 8, "bf16") == 2048 * 8 * 768 * 194
-    assert layer_activation_bytes(shape, 2048, 8, "fp32") == 2 * 2048 * 8 * 768 * 194
+def test_layer_activations_follow_korthikanti_with_the_scores_this_code_keeps():
+    shape, sbh, scores = PRESETS["gpt3-125m"], 2048 * 8 * 768, 12 * 2048**2 * 8
+    # 34·s·b·h, doubled in float32, + per score element the float32 softmax and the bf16 probabilities (6 bytes;
+    # in float32 one tensor, 4).
+    assert layer_activation_bytes(shape, 2048, 8, "bf16", "naive") == 34 * sbh + 6 * scores
+    assert layer_activation_bytes(shape, 2048, 8, "fp32", "naive") == 2 * 34 * sbh + 4 * scores
+    assert layer_activation_bytes(shape, 2048, 8, "fp32", "lean") == 2 * 34 * sbh + 4 * scores
     assert layer_activation_bytes(shape, 2048, 4, "bf16") * 2 == layer_activation_bytes(shape, 2048, 8, "bf16")
+
+
+def test_the_lean_attention_core_keeps_only_bf16_probabilities():
+    shape, sbh, scores = PRESETS["gpt3-125m"], 2048 * 8 * 768, 12 * 2048**2 * 8
+    assert layer_activation_bytes(shape, 2048, 8, "bf16", "lean") == 34 * sbh + 2 * scores  # 5 -> 2 per score
+    assert backward_workspace_bytes(shape, 2048, 8, "bf16", "naive") == 8 * scores + 8 * sbh * 2  # float32 dS, dP
+    assert backward_workspace_bytes(shape, 2048, 8, "bf16", "lean") == 4 * scores + 8 * sbh * 2  # bf16 dP, dS
+
+
+def test_each_recompute_mode_keeps_what_it_does_not_recompute():
+    shape, sbh, scores = PRESETS["gpt3-1.3b"], 2048 * 4 * 2048, 2 * 16 * 2048**2 * 4
+    kept = {m: layer_activation_bytes(shape, 2048, 4, "bf16", "lean", m) for m in RECOMPUTE_MODES}
+    assert kept == {"none": 34 * sbh + scores, "attention": 23 * sbh, "mlp": 15 * sbh + scores, "full": 2 * sbh}
+    assert layer_activation_bytes(shape, 2048, 4, "bf16", "lean", True) == kept["full"]
+    assert layer_activation_bytes(shape, 2048, 4, "bf16", "lean", False) == kept["none"]
+    # The layer being differentiated has its recomputed part back: the whole layer, or the recomputed sublayer.
+    assert recomputed_bytes(shape, 2048, 4, "bf16", "lean", "full") == kept["none"]
+    assert recomputed_bytes(shape, 2048, 4, "bf16", "lean", "attention") == 13 * sbh + scores
+    assert recomputed_bytes(shape, 2048, 4, "bf16", "lean", "mlp") == 21 * sbh
+    assert recomputed_bytes(shape, 2048, 4, "bf16", "lean", "none") == 0
+    with pytest.raises(ValueError, match="recompute 'blocks': expected true, false or one of none, attention"):
+        recompute_mode("blocks")
 
 
 def test_recomputation_keeps_layer_inputs_and_one_full_layer():
     shape = PRESETS["gpt3-125m"]
-    full = layer_activation_bytes(shape, 2048, 8, "bf16")
-    workspace = backward_workspace_bytes(shape, 2048, 8, "bf16")
-    assert workspace == 8 * 12 * 2048**2 * 8 + 8 * 2048 * 8 * 768 * 2  # float32 score gradients, 16-bit MLP ones
-    assert activation_bytes(shape, 2048, 8, "bf16", recompute=False) == 12 * full + workspace
-    assert activation_bytes(shape, 2048, 8, "bf16", recompute=True) == 12 * 2 * 2048 * 8 * 768 + full + workspace
+    full = layer_activation_bytes(shape, 2048, 8, "bf16", "naive")
+    workspace = backward_workspace_bytes(shape, 2048, 8, "bf16", "naive")
+    assert activation_bytes(shape, 2048, 8, "bf16", False, attention="naive") == 12 * full + workspace
+    recomputed = activation_bytes(shape, 2048, 8, "bf16", True, attention="naive")
+    assert recomputed == 12 * 2 * 2048 * 8 * 768 + full + workspace
 
 
 def test_gpipe_stages_hold_their_layers_for_every_micro_batch_of_a_pass():
@@ -64,29 +99,61 @@ def test_gpipe_stages_hold_their_layers_for_every_micro_batch_of_a_pass():
     workspace = backward_workspace_bytes(shape, 2048, 1, "bf16")
     layer = layer_activation_bytes(shape, 2048, 1, "bf16")
     # GPipe runs all M micro-batches forward before any backward: a stage of 7 layers holds 7 x M of them.
-    assert in_flight_micro_batches(4, accumulation_steps=8) == 8  # microbatches 0: the whole step in one pass
-    assert in_flight_micro_batches(4, accumulation_steps=8, microbatches=2) == 2
-    assert in_flight_micro_batches(1, accumulation_steps=8) == 1  # no pipeline: one micro-batch at a time
+    assert in_flight_micro_batches(4, pipeline_microbatches=8) == 8
+    assert in_flight_micro_batches(1, pipeline_microbatches=8) == 1  # no pipeline: one micro-batch at a time
     assert activation_bytes(shape, 2048, 1, "bf16", False, layers=7, in_flight=8) == 7 * 8 * layer + workspace
+
+
+def test_a_data_parallel_device_holds_one_micro_batch_whatever_the_accumulation():
+    args = {"vocab_size": 50_257, "sequence_length": 2048, "micro_batch": 4, "precision": "bf16"}
+    args.update(optimizer="adamw", recompute=True, model_parallel_degree=1)
+    shape = PRESETS["gpt3-1.3b"]
+    two, sixteen = (device_memory(shape, accumulation_steps=n, **args) for n in (2, 16))
+    assert two.activations == sixteen.activations and two.logits == sixteen.logits
+    assert two.accumulation == sixteen.accumulation == shape.parameters(50_257, 2048) * 4  # one running sum
+    assert device_memory(shape, accumulation_steps=1, **args).accumulation == 0
 
 
 def test_the_heaviest_stage_is_reported_with_its_own_activations_and_logits():
     args = {"vocab_size": 50_257, "sequence_length": 2048, "micro_batch": 1, "precision": "bf16"}
-    args.update(optimizer="adamw", recompute=True, accumulation_steps=8, microbatches=0)
+    args.update(optimizer="adamw", recompute=True, accumulation_steps=8, pipeline_microbatches=8)
     shape = PRESETS["gpt3-1.3b"]
     one = device_memory(shape, model_parallel_degree=1, **args)
     four = device_memory(shape, model_parallel_degree=4, **args)
     # Blocks 4 | 7 | 7 | 6: the middle stages hold the most parameters, but the last one (6 blocks, 302 M) also
     # holds the logits (1.0 GB) and the head's embedding gradient (0.4 GB): it is the heaviest device.
     assert four.weights == (6 * 50_358_272 + 2 * 2048) * 6  # fp32 + bf16 copy
-    assert four.logits == logits_bytes(50_257, 2048, 1, "bf16") + 50_257 * 2048 * 4
-    assert one.model_state / four.model_state == pytest.approx(shape.parameters(50_257, 2048) / 302_153_728)
+    assert one.logits == logits_bytes(50_257, 2048, 1, "bf16", 2048, xla=True)
+    # ... and keeps each of the other 7 in-flight micro-batches' float32 softmax until its backward pass.
+    assert four.logits == one.logits + 7 * 2048 * 50_257 * 4
+    assert one.gradient_buffers == 0 and four.gradient_buffers == (6 * 50_358_272 + 2 * 2048) * 4
     assert four.total < one.total / 2
 
 
-def test_logits_cost_ten_bytes_per_element_in_mixed_precision():
-    assert logits_bytes(50_257, 2048, 8, "bf16") == 8 * 2048 * 50_257 * 10
-    assert logits_bytes(50_257, 2048, 8, "fp32") == 8 * 2048 * 50_257 * 8
+def test_the_pipeline_counts_its_persistent_float32_gradient_buffers_and_the_last_stage_its_softmaxes():
+    """Issue 41: gpt3-6.7b on 8 stages "fits 35.3 of 40" left out 4 bytes per parameter of the stage."""
+    shape = PRESETS["gpt3-6.7b"]
+    args = {"vocab_size": 50_257, "sequence_length": 2048, "micro_batch": 1, "precision": "bf16", "optimizer": "adamw"}
+    args.update(recompute=True, model_parallel_degree=8, accumulation_steps=128, attention="naive", xla=False)
+    stages = stage_memories(shape, pipeline_microbatches=128, **args)
+    # Blocks 3 | 5 | 4 x 6: the second stage (5 blocks, 1,006.9 M parameters) holds the most parameters.
+    second = stages[1]
+    assert second.gradient_buffers == max(stage_parameter_counts(shape, 50_257, 2048, 8)) * 4 == 4_027_596_800
+    without = dataclasses.replace(second, gradient_buffers=0)
+    assert round(without.total / GIB + 1, 1) == 35.4  # ~ the old 35.3 (it added 1 GiB for the CUDA context)
+    assert round(second.total / GIB, 1) == 38.3  # now: more than the 37.6 GiB an A100-40GB gives TensorFlow
+    assert second.total > usable_bytes(INSTANCE_TYPES["ml.p4d.24xlarge"])
+    # The last stage keeps 128 micro-batches' float32 softmaxes (52.7 GB): passes of 8 bring it to 29.3 GiB.
+    assert round(stages[-1].total / GIB, 1) == 85.5
+    assert device_memory(shape, pipeline_microbatches=128, **args) == stages[-1]
+    assert round(stage_memories(shape, pipeline_microbatches=8, **args)[-1].total / GIB, 1) == 29.3
+
+
+def test_logits_cost_16_bytes_per_element_in_mixed_precision_8_with_xla_12_in_fp32():
+    head = 8 * 50_257 * 768  # the tied embedding's gradient from the head and its transpose
+    assert logits_bytes(50_257, 2048, 8, "bf16", 768) == 8 * 2048 * 50_257 * 16 + head
+    assert logits_bytes(50_257, 2048, 8, "bf16", 768, xla=True) == 8 * 2048 * 50_257 * 8 + head
+    assert logits_bytes(50_257, 2048, 8, "fp32", 768) == 8 * 2048 * 50_257 * 12 + head
 
 
 def _total_gib(preset: str, **kwargs) -> float:
@@ -105,10 +172,14 @@ def _total_gib(preset: str, **kwargs) -> float:
 
 
 def test_published_fits_of_mixed_precision_adam_without_sharding():
-    """aws-facts: 16+ bytes per parameter; V100-16GB holds ~0.5-0.7 B, A100-40GB ~1.5 B, 80 GB parts ~3 B."""
-    assert _total_gib("gpt3-1.3b") > 16  # not on a V100 even at micro-batch 1 with recomputation
-    assert _total_gib("gpt3-350m") < 16
-    assert _total_gib("gpt3-1.3b", micro_batch=4) < 40  # an A100-40GB with recomputation
-    assert _total_gib("gpt3-1.3b", micro_batch=4, recompute=False) > 40  # ... but not without
-    assert _total_gib("gpt3-2.7b", micro_batch=4) < 80
-    assert _total_gib("gpt3-6.7b") > 80
+    """aws-facts: 16+ bytes per parameter; V100-16GB holds ~0.5-0.7 B, A100-40GB ~1.5 B, 80 GB parts ~3 B; against
+    what TensorFlow can allocate on each (``hardware.py``), not the marketed sizes."""
+    v100, a100, h100 = (
+        usable_bytes(INSTANCE_TYPES[n]) / GIB for n in ("ml.p3.2xlarge", "ml.p4d.24xlarge", "ml.p5.48xlarge")
+    )
+    assert _total_gib("gpt3-1.3b") > v100  # not on a V100 even at micro-batch 1 with recomputation
+    assert _total_gib("gpt3-350m") < v100
+    assert _total_gib("gpt3-1.3b", micro_batch=4) < a100  # an A100-40GB with recomputation
+    assert _total_gib("gpt3-1.3b", micro_batch=4, recompute=False) > a100  # ... but not without
+    assert _total_gib("gpt3-2.7b", micro_batch=4) < h100
+    assert _total_gib("gpt3-6.7b") > h100

@@ -5,11 +5,14 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from infra.estimate.checkpoint import LOST_SHARE_OF_HOUR, checkpoint_every_for, checkpoint_save
+from infra.estimate.compute import bubble_share
 from infra.estimate.estimate import Estimate, EstimateInputs, estimate_inputs
-from infra.estimate.layouts import cheapest_fitting, suggestions
-from infra.estimate.memory import GIB
+from infra.estimate.hardware import CUDA_CONTEXT_MIB, accelerator
+from infra.estimate.layouts import cheapest_fitting, least_recompute, suggestions
+from infra.estimate.memory import GIB, recompute_mode
 from infra.estimate.runtime import START_UP_HOURS, finishes, margin, needed_hours
-from infra.instances import GPU_TRAINING_TYPES, PRICES_AS_OF, PRICES_REGION, SPOT_DISCOUNT
+from infra.instances import GPU_TRAINING_TYPES, PRICES_AS_OF, PRICES_REGION, SPOT_DISCOUNT, InstanceType
 from infra.presets import ModelShape, model_presets
 from infra.recipe import recipe_for
 
@@ -36,17 +39,17 @@ def _duration(days: float) -> str:
 
 def _layout(inputs: EstimateInputs) -> str:
     parts = [f"mb {inputs.micro_batch_size}"]
-    if inputs.recompute:
-        parts.append("recompute")
+    if recompute_mode(inputs.recompute) != "none":
+        parts.append(f"recompute {recompute_mode(inputs.recompute)}")
     if inputs.model_parallel_degree > 1:
-        parts.append(f"pp {inputs.model_parallel_degree}")
+        parts.append(f"pp {inputs.model_parallel_degree} x M {inputs.pipeline_microbatches}")
     return ", ".join(parts)
 
 
 def _pipeline(inputs: EstimateInputs) -> str:
     """ ", GPipe passes of 4 micro-batches (bubble 43%)" for K = 4, M = 4: (K - 1) / (M + K - 1) = 3 / 7."""
     k, m = inputs.model_parallel_degree, inputs.pipeline_microbatches
-    return f", GPipe passes of {m} micro-batches (bubble {(k - 1) / (m + k - 1):.0%})"
+    return f", GPipe passes of {m} micro-batches (bubble {bubble_share(k, m):.0%} of each stage's time)"
 
 
 def _recipe(inputs: EstimateInputs) -> str:
@@ -60,27 +63,30 @@ def _recipe(inputs: EstimateInputs) -> str:
 
 def describe(p: Estimate, max_run_hours: int | None = None, spot: bool = False) -> str:
     """An estimate as a table of memory, compute, time and cost, with the changes that would make it fit; with
-    ``max_run_hours``, the time the run needs against it (``runtime.py``)."""
-    i, m, inst = p.inputs, p.memory, p.inputs.instance
+    ``max_run_hours``, the time the run needs against it (``runtime.py``). Times are modelled (``step_time.py``)."""
+    i, m, inst, st = p.inputs, p.memory, p.inputs.instance, p.step
     s, d = i.shape, i.shape.d_model
     six_n, attention = 6 * p.parameters, p.model_flops_per_token - 6 * p.parameters
     mixed = i.precision != "fp32"
+    mode = recompute_mode(i.recompute)
     rows = [
         ("weights" + (" (fp32 + 16-bit copy)" if mixed else " (fp32)"), m.weights),
         ("gradients (fp32)", m.gradients),
         (f"optimizer state ({i.optimizer})", m.optimizer),
-        (f"gradient accumulator ({i.accumulation_steps} micro-batches)", m.accumulation),
-        ("activations" + (" (recomputed)" if i.recompute else ""), m.activations),
+        (f"gradient running sum ({i.accumulation_steps} micro-batches)", m.accumulation),
+        *([("pipeline gradient buffers (fp32)", m.gradient_buffers)] if m.gradient_buffers else []),
+        (f"activations ({i.implementation.memory_attention} attention, recompute {mode})", m.activations),
         ("logits and loss gradient", m.logits),
-        ("framework overhead (1 GiB + 5%)", m.overhead),
+        ("allocator fragmentation (5%)", m.overhead),
     ]
     verdict = "fits" if p.fits else "DOES NOT FIT"
+    capacity = p.capacity_bytes / GIB
     lines = [
         f"Model     {_model_name(s)}: {s.n_layer} layers x {d} wide, {s.n_head} heads = "
         f"{p.parameters / 1e6:,.1f} M parameters (vocabulary {i.vocab_size:,}, {i.sequence_length:,}-token context)",
         f"Cluster   {i.instance_count} x {i.instance_type} = {inst.devices * i.instance_count} x "
         f"{inst.gpu_model or 'CPU host'} {inst.device_memory_gib} GiB, {i.precision}, {i.optimizer}, "
-        f"recompute {'on' if i.recompute else 'off'}",
+        f"recompute {mode}",
         f"Layout    data-parallel {i.data_parallel_degree} x pipeline {i.model_parallel_degree}, micro-batch "
         f"{i.micro_batch_size} x {i.accumulation_steps} per step, global batch {i.global_batch_tokens:,} tokens"
         + (_pipeline(i) if i.model_parallel_degree > 1 else ""),
@@ -88,13 +94,18 @@ def describe(p: Estimate, max_run_hours: int | None = None, spot: bool = False) 
         "",
         f"{'Memory per device':<52}{'GiB':>8}",
         *(f"  {name:<50}{size / GIB:>8.2f}" for name, size in rows),
-        f"  {'total':<50}{m.total / GIB:>8.2f}  of {inst.device_memory_gib}: {verdict}",
+        f"  {'total':<50}{m.total / GIB:>8.2f}  of {capacity:.1f} usable ({_usable(inst)}): {verdict}",
+        f"  least recompute that fits: {least_recompute(i) or 'no mode fits'} (the fewest FLOPs of those that fit)",
         "",
-        "Compute",
+        f"Compute (modelled: {i.implementation.name} implementation, step_time.py)",
         f"  FLOPs per token        {_si(p.model_flops_per_token)} (6N {_si(six_n)} + attention {_si(attention)})"
-        + (f", {_si(p.hardware_flops_per_token)} executed with recomputation" if i.recompute else ""),
-        f"  step time              {p.step_seconds:,.3f} s (compute {p.compute_seconds:,.3f} s + all-reduce "
-        f"{p.allreduce_seconds:,.3f} s) at {i.mfu:.0%} MFU before recomputation; achieved {p.achieved_mfu:.1%}",
+        + (f", {_si(p.hardware_flops_per_token)} executed with recompute {mode}" if mode != "none" else ""),
+        f"  step time              {p.step_seconds:,.3f} s modelled = {i.accumulation_steps} x (matmuls "
+        f"{st.matmul:,.3f} s + memory-bound {st.memory:,.3f} s)"
+        + (f" x bubble {st.bubble_factor:.2f}" if st.bubble_factor > 1 else "")
+        + f" + optimizer {st.optimizer:,.3f} s + all-reduce {st.allreduce_exposed:,.3f} s of {st.allreduce:,.3f} s "
+        f"({i.implementation.allreduce_dtype}{', overlapped' if i.implementation.overlap else ''})",
+        f"  MFU                    {p.modelled_mfu:.1%} modelled; {p.tokens_per_second:,.0f} tokens/s modelled",
         f"  tokens per day         {_tokens(p.tokens_per_day)}",
         f"  time to {_tokens(i.train_tokens):<15}{_duration(p.train_days)}",
         *([_time_limit(p, spot, max_run_hours)] if max_run_hours else []),
@@ -103,10 +114,43 @@ def describe(p: Estimate, max_run_hours: int | None = None, spot: bool = False) 
         + f"; ${p.cost_spot:,.0f} on spot (estimated {SPOT_DISCOUNT:.0%} discount); {PRICES_REGION} prices of "
         f"{PRICES_AS_OF}",
     ]
+    lines += ["", *_checkpoints(p)]
     fixes = suggestions(p)
     if fixes:
         lines += ["", "Smallest changes that fit:", *(f"  {n}. {fix}" for n, fix in enumerate(fixes[:5], 1))]
     return "\n".join(lines)
+
+
+def _checkpoints(p: Estimate) -> list[str]:
+    """The save's size and time, chief alone and every host, the stop verdict and an interval (checkpoint.py)."""
+    chief, every, used = checkpoint_save(p, False), checkpoint_save(p, True), checkpoint_save(p)
+    hosts = p.inputs.instance_count
+    stop = (
+        "fits: a reclaim loses no steps"
+        if used.stop_fits
+        else "does not fit: a reclaim loses up to checkpoint_every steps"
+    )
+    every_n = checkpoint_every_for(p, used, LOST_SHARE_OF_HOUR)
+    writer = "every host" if p.inputs.implementation.parallel_checkpoint else "the chief"
+    return [
+        "Checkpoints (modelled, checkpoint.py)",
+        f"  size                   {used.size_bytes / GIB:,.2f} GiB (fp32 weights and AdamW moments)",
+        f"  save                   {chief.seconds:,.1f} s by the chief alone; {every.seconds:,.1f} s with each of "
+        f"{hosts} host(s) writing its share ({writer} writes in this implementation)",
+        f"  stop (120 s)           step {p.step_seconds:,.1f} s + save {used.seconds:,.1f} s: {stop}",
+        f"  checkpoint_every       {every_n:,} steps bound a reclaim's loss to {LOST_SHARE_OF_HOUR:.0%} of an hour",
+    ]
+
+
+def _usable(instance: InstanceType) -> str:
+    """'40,536 MiB less 512 context and 1,536 TensorFlow reserve' (hardware.py), or 'host memory'."""
+    gpu = accelerator(instance)
+    if gpu is None:
+        return "host memory"
+    return (
+        f"{gpu.total_mib:,} MiB less {CUDA_CONTEXT_MIB} CUDA context and {gpu.framework_reserve_mib:,} "
+        "TensorFlow reserve"
+    )
 
 
 def _time_limit(p: Estimate, spot: bool, max_run_hours: int) -> str:
@@ -128,7 +172,8 @@ def describe_all(template: EstimateInputs) -> str:
     lines = [
         f"{template.instance_count} instance(s) each, {template.sequence_length:,}-token context, "
         f"{template.precision}, micro-batch up to {template.micro_batch_size}, {_tokens(template.train_tokens)}, "
-        f"{template.mfu:.0%} MFU; prices {PRICES_REGION} {PRICES_AS_OF}, spot an estimate",
+        f"modelled step times ({template.implementation.name}); prices {PRICES_REGION} {PRICES_AS_OF}, "
+        "spot an estimate",
         header,
         "-" * len(header),
     ]
@@ -151,7 +196,7 @@ def _row(name: str, inputs: EstimateInputs) -> str:
     if best is None:
         return start + "nothing fits"
     return start + (
-        f"{_layout(best.inputs):<26}{best.memory.total / GIB:>6.1f} / {best.inputs.instance.device_memory_gib:<3}"
+        f"{_layout(best.inputs):<26}{best.memory.total / GIB:>6.1f} / {best.capacity_bytes / GIB:<5.1f}"
         f"{best.train_days:>10,.1f}{best.cost_on_demand:>13,.0f}{best.cost_spot:>11,.0f}"
     )
 

@@ -1,13 +1,15 @@
-"""Will the run finish inside its MaxRuntime? The estimated training time, with a margin, against ``max_run_hours``.
+"""Will the run finish inside its MaxRuntime? The modelled training time, with a margin, against ``max_run_hours``.
 
 SageMaker stops a training job at ``StoppingCondition.MaxRuntimeInSeconds`` (at most 28 days, botocore's
 documentation of the field), finished or not: a run planned past it pays for nearly all of its compute and
-ends without its model. The margin covers what the step-time estimate leaves out:
+ends without its model. The training time is the modelled step time's (``step_time.py``), not an assumed MFU.
+The margin covers what the step-time model leaves out:
 
     needed hours = train hours x (1 + 5% checkpoint writes + 10% work redone after spot interruptions) + 0.5 h
 
 The 0.5 h is start-up (instances, image, data source, first compilation). Waiting for spot capacity counts
-against MaxWaitTimeInSeconds, not MaxRuntime, so it is not in the sum.
+against MaxWaitTimeInSeconds, not MaxRuntime, so it is not in the sum. A run needing exactly its limit
+finishes (``<=``): the margin is already in the need.
 """
 
 from __future__ import annotations
@@ -38,12 +40,13 @@ def margin(spot: bool) -> float:
 
 
 def needed_hours(result: Estimate, spot: bool) -> float:
-    """The MaxRuntime a run needs. prod (gpt3-1.3b, 300 B tokens, 4 x p4d, spot): 271.2 h x 1.15 + 0.5 = 312.3 h."""
+    """The MaxRuntime a run needs: train hours x (1 + margin) + start-up, e.g. 100 h x 1.15 + 0.5 = 115.5 h."""
     return result.train_hours * (1 + margin(spot)) + START_UP_HOURS
 
 
 def finishes(result: Estimate, spot: bool, limit: float) -> bool:
-    """Whether the run fits a MaxRuntime of ``limit`` hours; one that needs exactly ``limit`` does."""
+    """Whether the run fits a MaxRuntime of ``limit`` hours; one that needs exactly ``limit`` does (its margin is in
+    the need)."""
     return needed_hours(result, spot) <= limit
 
 
@@ -53,7 +56,7 @@ def time_problem(training: RunFields, vocab_size: int) -> str | None:
 
 
 def late_problem(result: Estimate, spot: bool, limit: int) -> str | None:
-    """``time_problem`` for an estimate (any MFU or optimizer), its spot setting and its MaxRuntime in hours."""
+    """``time_problem`` for an estimate (any implementation or optimizer), its spot setting and MaxRuntime in hours."""
     if finishes(result, spot, limit):
         return None
     need = needed_hours(result, spot)
@@ -68,7 +71,8 @@ def late_problem(result: Estimate, spot: bool, limit: int) -> str | None:
     inputs = result.inputs
     return (
         f"the run needs about {math.ceil(need):,} h but training.max_run_hours is {limit}: "
-        f"{result.train_hours:,.1f} h of training ({_count(inputs.train_tokens)} tokens at {inputs.mfu:.0%} MFU) + "
+        f"{result.train_hours:,.1f} h of training ({_count(inputs.train_tokens)} tokens at "
+        f"{result.modelled_mfu:.1%} MFU, modelled) + "
         f"{margin(spot):.0%} for checkpoints{' and spot restarts' if spot else ''} + "
         f"{START_UP_HOURS} h start-up. SageMaker would stop the job unfinished after about "
         f"${limit * inputs.instance_count * inputs.instance.price_per_hour:,.0f} on demand. "

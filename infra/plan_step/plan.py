@@ -11,7 +11,9 @@ from typing import Any
 
 from infra.aws_limits import aws_limits
 from infra.config import ConfigError
+from infra.estimate import checkpoint
 from infra.estimate.estimate import estimate_for_config
+from infra.estimate.layouts import least_recompute
 from infra.plan_step import processing_requests, requests
 from infra.plan_step.execution_input import CORPUS_SUFFIXES, WorkflowInput, parse_input
 from infra.plan_step.names import resource_names
@@ -143,6 +145,11 @@ def _summary(inp: WorkflowInput, shape: ModelShape) -> dict[str, Any]:
     fit = estimate_for_config(train, inp.preprocessing.vocab_size)
     return {
         "fit": fit.as_dict(),
+        "modelled": fit.speed_line(),  # modelled, not measured (infra/estimate/step_time.py); the success e-mail's
+        "least_recompute_that_fits": least_recompute(fit.inputs),
+        "checkpoint": checkpoint.summary(
+            fit
+        ),  # save time, the stop verdict, an interval (infra/estimate/checkpoint.py)
         "model": f"{train.model_preset}: {shape.n_layer} layers x {shape.d_model} wide = {params / 1e6:,.1f} M params",
         "parameters": params,
         "steps": training_module("batch").optimizer_steps(train.train_tokens, train.global_batch_tokens),

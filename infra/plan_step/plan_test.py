@@ -34,8 +34,9 @@ def test_fresh_dataset_runs_every_preprocessing_step(settings, store):
     assert plan["requests"]["training"]["TrainingJobName"] == plan["names"]["training"]
     assert plan["checkpoint_uri"] == "s3://checkpoints-bucket/exec-1/"
     fit = plan["summary"]["fit"]  # the estimate for gpt3-125m on the dev stage's ml.g5.12xlarge
-    assert fit["fits"] is True and fit["capacity_gib"] == 24
-    assert 0 < fit["memory_gib"]["total"] < 24
+    assert fit["fits"] is True and fit["capacity_gib"] == 20.06 and fit["marketed_gib"] == 24  # usable, marketed
+    assert 0 < fit["memory_gib"]["total"] < 20.06
+    assert fit["modelled"].startswith("modelled ") and " MFU, " in fit["modelled"]
 
 
 def test_tokenizer_sample_is_spread_over_the_corpus(settings, store):
@@ -195,7 +196,10 @@ def test_a_layout_that_does_not_fit_fails_with_the_estimate_and_its_suggestions(
     raw = {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "training": {"recompute": False, "micro_batch_size": 16}}
     with pytest.raises(InputError, match=r"^training: gpt3-125m at micro-batch 16 x 2048 tokens needs") as error:
         plan_execution(raw, "e", settings, store)
-    assert "but ml.g5.12xlarge has 24 GiB. Set training.micro_batch_size = 4 (23.7 of 24 GiB" in str(error.value)
+    assert (
+        "but ml.g5.12xlarge has 20.1 GiB usable per device (24 GiB marketed). Set training.micro_batch_size = 4 "
+        in str(error.value)
+    )
     assert not store.list("s3://datasets-bucket/inputs/")  # refused before the one write
 
 
@@ -204,13 +208,13 @@ def test_a_run_that_cannot_finish_in_its_max_run_hours_is_refused_naming_both_an
     with pytest.raises(InputError) as error:
         plan_execution(raw, "e", settings, store)
     message = str(error.value)
-    assert message.startswith("training.max_run_hours: the run needs about 373 h but training.max_run_hours is 24")
-    assert "Set training.max_run_hours = 373 (SageMaker allows up to 672); or training.train_tokens = 6.3B" in message
+    assert message.startswith("training.max_run_hours: the run needs about 303 h but training.max_run_hours is 24")
+    assert "Set training.max_run_hours = 303 (SageMaker allows up to 672); or training.train_tokens = 7.7B" in message
     assert not store.list("s3://datasets-bucket/inputs/")  # refused before the one write
-    raw["training"]["max_run_hours"] = 373
+    raw["training"]["max_run_hours"] = 303
     assert plan_execution(raw, "e", settings, store)["requests"]["training"]["StoppingCondition"] == {
-        "MaxRuntimeInSeconds": 373 * 3600,
-        "MaxWaitTimeInSeconds": 2 * 373 * 3600,
+        "MaxRuntimeInSeconds": 303 * 3600,
+        "MaxWaitTimeInSeconds": 2 * 303 * 3600,
     }
 
 

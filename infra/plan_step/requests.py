@@ -13,6 +13,8 @@ import json
 from typing import Any
 
 from infra.aws_limits import SAGEMAKER_MAX_RUN_HOURS, SAGEMAKER_UPLOAD_HOURS
+from infra.estimate import checkpoint
+from infra.estimate.estimate import estimate_for_config
 from infra.images import TENSORFLOW_VERSION, image_key
 from infra.instances import INSTANCE_TYPES
 from infra.plan_step import debugger
@@ -99,12 +101,26 @@ def job_tags(settings: StackSettings) -> list[dict[str, str]]:
     return [{"Key": "project", "Value": "gpt-pretraining"}, {"Key": "stage", "Value": settings.stage["name"]}]
 
 
+def planned_checkpoint_every(train: Any, vocab_size: int) -> dict[str, int]:
+    """On GPU instances, the ``checkpoint_every`` that bounds a spot reclaim's loss to 5% of an hour of training
+    (``infra/estimate/checkpoint.py``); on CPU instances (local runs) train.py's own default."""
+    if not INSTANCE_TYPES[train.instance_type].is_gpu:
+        return {}
+    fit = estimate_for_config(train, vocab_size)
+    return {
+        "checkpoint_every": checkpoint.checkpoint_every_for(
+            fit, checkpoint.checkpoint_save(fit), checkpoint.LOST_SHARE_OF_HOUR
+        )
+    }
+
+
 def training_hyperparameters(settings: StackSettings, inp: WorkflowInput) -> dict[str, str]:
     """train.py's hyperparameters and the toolkit's own, JSON-encoded as the SageMaker SDK does."""
     train = inp.training
     instance = INSTANCE_TYPES[train.instance_type]
     observability = settings.stage_config.observability
     values: dict[str, Any] = {
+        **planned_checkpoint_every(train, inp.preprocessing.vocab_size),  # unless the input sets it
         **inp.hyperparameters,
         "model_preset": train.model_preset,
         "sequence_length": train.sequence_length,

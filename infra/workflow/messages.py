@@ -19,7 +19,7 @@ def notify_success(
         topic,
         "GPT pre-training succeeded",
         "Execution {} succeeded. Model: {}. Hugging Face checkpoint: {}. Final metrics: {}. "
-        "Training time: {} s (billed {} s). "
+        "Training time: {} s (billed {} s); speed as planned: {}. "
         "Checkpoints: {}. Training report (health verdicts and plots): {}"
         + (". Debugger profiler report: {}" if debugger else ""),
         sfn.JsonPath.execution_name,
@@ -28,6 +28,7 @@ def notify_success(
         sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.training.Job.FinalMetricDataList")),
         sfn.JsonPath.string_at("$.training.Job.TrainingTimeInSeconds"),
         sfn.JsonPath.string_at("$.training.Job.BillableTimeInSeconds"),
+        sfn.JsonPath.string_at("$.plan.summary.modelled"),
         sfn.JsonPath.string_at("$.plan.checkpoint_uri"),
         sfn.JsonPath.string_at("$.plan.training_report_uri"),
         *([sfn.JsonPath.string_at("$.plan.profiler_report_uri")] if debugger else []),

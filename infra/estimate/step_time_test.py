@@ -1,0 +1,119 @@
+"""The modelled step time: its parts, before and after issues 37 and 41, and against llm-foundry's published MFU."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from infra.estimate import step_time
+from infra.estimate.estimate import estimate
+from infra.estimate.step_time import AFTER, BEFORE, REFERENCE
+from infra.presets import model_presets
+
+PRESETS = model_presets()
+
+
+def prod(**overrides):
+    """The prod stage: gpt3-1.3b, 4 x ml.p4d.24xlarge, micro-batch 4, 1 M-token batches, full recomputation."""
+    args = {
+        "vocab_size": 50_257,
+        "sequence_length": 2048,
+        "micro_batch_size": 4,
+        "precision": "bf16",
+        "recompute": True,
+        "instance_type": "ml.p4d.24xlarge",
+        "instance_count": 4,
+        "global_batch_tokens": 1_048_576,
+        "train_tokens": 300_000_000_000,
+        **overrides,
+    }
+    return estimate(PRESETS["gpt3-1.3b"], **args)
+
+
+def test_score_sized_bytes_per_element_and_layer_are_the_counted_ones():
+    """Issue 37: today's attention writes 36 bytes per score element and layer, 52 with recomputation; the lean
+    core 6 and 8; a flash kernel none."""
+    full = {name: sum(step_time.SCORE_BYTES[name]) + step_time.SCORE_BYTES[name][0] for name in ("naive", "lean")}
+    assert {name: sum(step_time.SCORE_BYTES[name]) for name in ("naive", "lean")} == {"naive": 36, "lean": 6}
+    assert full == {"naive": 52, "lean": 8}
+    assert step_time.SCORE_BYTES["flash"] == (0, 0)
+
+
+def test_prod_before_and_after_issue_37_on_p4d_and_p5():
+    """The closing note's figures: modelled MFU of gpt3-1.3b, micro-batch 4, full recomputation, 4 instances."""
+    mfu = {
+        (kind, impl.name): round(prod(instance_type=kind, implementation=impl).modelled_mfu, 3)
+        for kind in ("ml.p4d.24xlarge", "ml.p5.48xlarge")
+        for impl in (BEFORE, AFTER)
+    }
+    assert mfu == {
+        ("ml.p4d.24xlarge", "before"): 0.183,
+        ("ml.p4d.24xlarge", "after"): 0.411,
+        ("ml.p5.48xlarge", "before"): 0.138,
+        ("ml.p5.48xlarge", "after"): 0.329,
+    }
+    before, after = prod(implementation=BEFORE), prod()
+    # Today the score-sized and unfused passes take longer than the matmuls (issue 37: "about as long").
+    assert before.step.memory > 2 * before.step.matmul
+    assert after.step.memory < after.step.matmul / 2
+    assert before.step.matmul == after.step.matmul  # the same FLOPs at the same rate
+
+
+def test_the_all_reduce_is_exposed_today_and_hidden_behind_the_last_backward_pass_when_overlapped():
+    before, after = prod(implementation=BEFORE), prod()
+    assert before.step.allreduce_exposed == before.step.allreduce == pytest.approx(0.266, abs=0.001)
+    assert after.step.allreduce == before.step.allreduce and after.step.allreduce_exposed == 0
+    bf16 = prod(implementation=dataclasses.replace(BEFORE, allreduce_dtype="bf16"))
+    assert bf16.step.allreduce == pytest.approx(before.step.allreduce / 2)
+
+
+def test_selective_recomputation_executes_less_than_full():
+    seconds = {mode: prod(recompute=mode, instance_type="ml.p5.48xlarge").step_seconds for mode in ("none", "full")}
+    attention = prod(recompute="attention", instance_type="ml.p5.48xlarge").step_seconds
+    assert seconds["none"] < attention < seconds["full"]
+
+
+def test_the_pipeline_pays_its_bubble_on_every_micro_batch():
+    flat, piped = prod(), prod(model_parallel_degree=2, microbatches=2)
+    assert piped.step.compute == pytest.approx(
+        piped.step.accumulation_steps * piped.step.micro_batch * 3 / 2 + piped.step.optimizer
+    )
+    assert piped.step.micro_batch < flat.step.micro_batch  # half the layers per stage
+
+
+# llm-foundry's scripts/train/benchmarking/README.md, 2,048-token rows on 8 GPUs (3b on H100: 16 GPUs, the only
+# 2,048 row): MPT-1b/3b/7b are gpt3-1.3b/2.7b/6.7b's shapes; vocabulary 50,368; FSDP, flash attention.
+FOUNDRY = [  # preset, instance type, micro-batch, global batch (sequences), activation checkpointing, MFU
+    ("gpt3-1.3b", "ml.p4d.24xlarge", 8, 512, False, 0.5623),
+    ("gpt3-2.7b", "ml.p4d.24xlarge", 5, 320, False, 0.5782),
+    ("gpt3-6.7b", "ml.p4d.24xlarge", 12, 384, True, 0.5092),
+    ("gpt3-1.3b", "ml.p4de.24xlarge", 14, 448, False, 0.5986),
+    ("gpt3-2.7b", "ml.p4de.24xlarge", 10, 160, False, 0.6211),
+    ("gpt3-6.7b", "ml.p4de.24xlarge", 6, 96, False, 0.6423),
+    ("gpt3-1.3b", "ml.p5.48xlarge", 14, 112, False, 0.4182),
+    ("gpt3-6.7b", "ml.p5.48xlarge", 6, 48, False, 0.4644),
+]
+
+
+@pytest.mark.parametrize(("preset", "kind", "micro", "sequences", "recompute", "published"), FOUNDRY)
+def test_the_model_of_a_flash_attention_step_is_within_25_percent_above_llm_foundry(
+    preset, kind, micro, sequences, recompute, published
+):
+    """The same model for llm-foundry's structure (flash attention, fused elementwise, overlapped reduction) comes
+    out 3-11% above its A100 figures and 17-23% above its H100 ones: it leaves out that attention kernels run
+    below GEMM efficiency, launch and FSDP gather overheads, and H100's clocks under load (step_time.py)."""
+    p = estimate(
+        PRESETS[preset],
+        vocab_size=50_368,
+        sequence_length=2048,
+        micro_batch_size=micro,
+        precision="bf16",
+        recompute=recompute,
+        instance_type=kind,
+        instance_count=1,
+        global_batch_tokens=sequences * 2048,
+        train_tokens=10**9,
+        implementation=REFERENCE,
+    )
+    assert published < p.modelled_mfu < 1.25 * published
