@@ -222,7 +222,7 @@ def _check_batch(train: TrainingConfig) -> None:
         accumulation = batch.accumulation_steps(
             train.global_batch_tokens, train.micro_batch_size, train.sequence_length, train.data_parallel_replicas
         )
-        batch.pipeline_microbatches(accumulation, train.microbatches)
+        batch.pipeline_microbatches(accumulation, train.microbatches, stages=train.model_parallel_degree)
     except batch.BatchError as error:
         raise ConfigError(f"training.{error.field}", error.value, error.expected) from error
     _validate_pipeline(train)
