@@ -313,10 +313,15 @@ class SecurityConfig:
         plan_reserved_concurrency: concurrent executions reserved for the Plan function, and its cap
             (default 0: none reserved). A reservation fails deployment in any account whose unreserved
             concurrency would drop below Lambda's minimum of 10 (new accounts start with a quota as low as 10).
+        inter_container_encryption: encrypt the traffic between a training job's hosts (default true; AWS:
+            it "can increase training time", more the more the hosts exchange: gradients every step).
+        inter_container_encryption_off_reason: why a stage turns it off (required then, at least 20 characters).
     """
 
     compliance_packs: tuple[str, ...] = COMPLIANCE_PACKS
     plan_reserved_concurrency: int = 0
+    inter_container_encryption: bool = True
+    inter_container_encryption_off_reason: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
