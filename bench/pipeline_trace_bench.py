@@ -6,6 +6,8 @@ with M micro-batches per GPipe pass (one pass per step). For each M:
     ops          nodes of the training step's graph, function bodies (loop bodies) included
     trace s      tracing the step's ``compute`` tf.function (Python building the graph)
     first step s the first ``train_step`` after tracing: graph optimisation, placement and one step's run
+    next step s  the second ``train_step``: the step's run alone
+    start-up s   trace + first step - next step: what the pipeline costs before training runs at speed
 
 Trace time follows the op count, so a narrow width (d = 64) measures what a wide model's start-up would be.
 Fresh process per M (``--one M`` runs one), so one M's graphs do not slow another's.
@@ -63,8 +65,11 @@ def measure(microbatches: int, layers: int, stages: int, width: int) -> dict:
     start = time.perf_counter()
     result = trainer.train_step(batch)
     first = time.perf_counter() - start
+    start = time.perf_counter()
+    trainer.train_step(batch)
+    after = time.perf_counter() - start
     return {"M": microbatches, "ops": graph_ops(graph), "trace_s": traced, "first_step_s": first,
-            "loss": float(result.loss)}  # fmt: skip
+            "next_step_s": after, "loss": float(result.loss)}  # fmt: skip
 
 
 def main() -> None:
@@ -79,15 +84,18 @@ def main() -> None:
         print(json.dumps(measure(args.one, args.layers, args.stages, args.width)))
         return
     print(f"{args.layers} layers (d = {args.width}) in {args.stages} stages on logical CPU devices, one pass per step")
-    print(f"{'M':>4}{'ops':>10}{'trace s':>10}{'first step s':>14}{'vs M=1':>8}")
+    print(f"{'M':>4}{'ops':>10}{'trace s':>10}{'first step s':>14}{'next step s':>13}{'start-up s':>12}{'vs M=1':>8}")
     base = None
     for m in args.microbatches:
         command = [sys.executable, __file__, "--one", str(m), "--layers", str(args.layers),
                    "--stages", str(args.stages), "--width", str(args.width)]  # fmt: skip
         row = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
-        total = row["trace_s"] + row["first_step_s"]
-        base = base or total
-        print(f"{m:>4}{row['ops']:>10,}{row['trace_s']:>10.1f}{row['first_step_s']:>14.1f}{total / base:>8.2f}")
+        startup = row["trace_s"] + row["first_step_s"] - row["next_step_s"]
+        base = base or startup
+        print(
+            f"{m:>4}{row['ops']:>10,}{row['trace_s']:>10.1f}{row['first_step_s']:>14.1f}{row['next_step_s']:>13.1f}"
+            f"{startup:>12.1f}{startup / base:>8.2f}"
+        )
 
 
 if __name__ == "__main__":
