@@ -103,8 +103,8 @@ class Checkpointer:
             step=trainer.step,
             loss_scale=trainer.loss_scale,
             finite_steps_since_scale_change=trainer.good_steps,
-            # Part of model_weights already, named here to make the point: Keras' own checkpoints leave out
-            # the SeedGenerator states, and without them dropout diverges after a resume.
+            # Not in model.weights (Keras 3 keeps SeedGenerator states out of it, as its own checkpoints do):
+            # without them dropout diverges after a resume.
             dropout_seed_states=[_tf_variable(v) for v in model.seed_state_variables()],
             data_sequences=self.data_sequences,
         )
