@@ -9,6 +9,7 @@ modules that import nothing but the standard library (and each other not at all)
     presets.py        the presets table (presets.json) and the per-block parameter formula
     health.py         the training health rules' thresholds and their defaults
     balance.py        the split of a model's blocks into pipeline stages
+    network.py        NCCL's environment for EFA, and the rule on which network NCCL took
 
 infra loads each by path under a private name (``training_code.hparams`` ...), so nothing of training/
 lands on ``sys.path`` and synthesis never imports TensorFlow. The Plan function's bundle carries these
@@ -25,7 +26,7 @@ from types import ModuleType
 
 TRAINING_ROOT = Path(__file__).resolve().parent.parent / "training"
 SHARED_MODULES = {
-    name: f"contract/{name}.py" for name in ("hparams", "batch", "recipe", "presets", "health", "balance")
+    name: f"contract/{name}.py" for name in ("hparams", "batch", "recipe", "presets", "health", "balance", "network")
 }
 SHARED_FILES = (*SHARED_MODULES.values(), "contract/presets.json")
 

@@ -232,6 +232,10 @@ def test_an_unknown_preset_is_matched_by_size_before_spelling(name, meant):
         ({"compliance_packs": ["AwsSolutions", "AwsSolutions"]}, "each pack at most once"),
         ({"compliance_packs": "AwsSolutions"}, "a JSON array of strings"),
         ({"plan_reserved_concurrency": -1}, "0 (unreserved) to 1000"),
+        ({"inter_container_encryption": False}, "why the hosts' traffic may go unencrypted, 20 to 500 characters"),
+        ({"inter_container_encryption": False, "inter_container_encryption_off_reason": "faster"}, "20 to 500"),
+        ({"inter_container_encryption_off_reason": "no reason needed, it is on"}, "no reason while"),
+        ({"inter_container_encryption": "no"}, "expected a value of type bool"),
     ],
 )
 def test_security_names_the_pack_or_setting_and_the_fix(security, hint):

@@ -189,7 +189,8 @@ class TrainingConfig:
             gpt3-125m at micro-batch 8 x 2048 tokens needs ~40 GiB per GPU without it; see ``make estimate``).
         model_parallel_degree: pipeline stages per model replica; divides the GPUs per instance (default 1).
         microbatches: with model_parallel_degree > 1, micro-batches per GPipe pass (M); a divisor of the step's
-            micro-batches per replica; 0 (default) = all of them in one pass. The bubble is (K - 1) / (M + K - 1).
+            micro-batches per replica; 0 (default) = the fewest whose bubble (K - 1) / (M + K - 1) is at most 10%,
+            or all of them where none is.
         instance_type, instance_count: the training cluster.
         data_parallel_engine: ``multi_worker_mirrored`` (default, tf.distribute) or ``mpi`` (Horovod API; needs an
             ``image_uri`` with Horovod: the stock TF 2.21 image has none).
@@ -312,10 +313,15 @@ class SecurityConfig:
         plan_reserved_concurrency: concurrent executions reserved for the Plan function, and its cap
             (default 0: none reserved). A reservation fails deployment in any account whose unreserved
             concurrency would drop below Lambda's minimum of 10 (new accounts start with a quota as low as 10).
+        inter_container_encryption: encrypt the traffic between a training job's hosts (default true; AWS:
+            it "can increase training time", more the more the hosts exchange: gradients every step).
+        inter_container_encryption_off_reason: why a stage turns it off (required then, at least 20 characters).
     """
 
     compliance_packs: tuple[str, ...] = COMPLIANCE_PACKS
     plan_reserved_concurrency: int = 0
+    inter_container_encryption: bool = True
+    inter_container_encryption_off_reason: str = ""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -222,7 +222,7 @@ def _check_batch(train: TrainingConfig) -> None:
         accumulation = batch.accumulation_steps(
             train.global_batch_tokens, train.micro_batch_size, train.sequence_length, train.data_parallel_replicas
         )
-        batch.pipeline_microbatches(accumulation, train.microbatches)
+        batch.pipeline_microbatches(accumulation, train.microbatches, stages=train.model_parallel_degree)
     except batch.BatchError as error:
         raise ConfigError(f"training.{error.field}", error.value, error.expected) from error
     _validate_pipeline(train)
@@ -256,6 +256,9 @@ def _validate_observability(obs: ObservabilityConfig) -> None:
             raise ConfigError(f"observability.{name}", getattr(obs, name), "a non-negative integer")
 
 
+MIN_REASON_CHARACTERS = 20
+
+
 def _validate_security(sec: SecurityConfig) -> None:
     field = "security.compliance_packs"
     for name in sec.compliance_packs:
@@ -266,6 +269,13 @@ def _validate_security(sec: SecurityConfig) -> None:
         raise ConfigError(field, list(sec.compliance_packs), "each pack at most once")
     if not 0 <= sec.plan_reserved_concurrency <= 1000:
         raise ConfigError("security.plan_reserved_concurrency", sec.plan_reserved_concurrency, "0 (unreserved) to 1000")
+    reason, field = sec.inter_container_encryption_off_reason.strip(), "security.inter_container_encryption_off_reason"
+    if not sec.inter_container_encryption and not MIN_REASON_CHARACTERS <= len(reason) <= 500:
+        raise ConfigError(
+            field, reason, f"why the hosts' traffic may go unencrypted, {MIN_REASON_CHARACTERS} to 500 characters"
+        )
+    if sec.inter_container_encryption and reason:
+        raise ConfigError(field, reason, "no reason while security.inter_container_encryption is true")
 
 
 def _accepted_by(field: str, instance_type: str, api: str) -> None:

@@ -24,6 +24,7 @@ from infra.estimate import hardware
 from infra.estimate.memory import recompute_mode
 from infra.instances import InstanceType
 from infra.presets import ModelShape, block_parameters
+from infra.training_code import training_module
 
 NETWORK_EFFICIENCY = 0.7  # fraction of the nominal bandwidth a ring all-reduce reaches over EFA or TCP (assumed)
 GRADIENT_BYTES = {"fp32": 4, "bf16": 2}
@@ -57,8 +58,8 @@ def pipeline_factor(model_parallel_degree: int, micro_batches: int) -> float:
 
 
 def bubble_share(model_parallel_degree: int, micro_batches: int) -> float:
-    """The idle share of each stage's device in a GPipe pass: (K - 1) / (m + K - 1). K = m = 4 -> 3 / 7 = 43%."""
-    return (model_parallel_degree - 1) / (micro_batches + model_parallel_degree - 1)
+    """The idle share of each stage's device in a GPipe pass: ``training/contract/batch.py``'s ``bubble``."""
+    return training_module("batch").bubble(model_parallel_degree, micro_batches)
 
 
 def allreduce_seconds(

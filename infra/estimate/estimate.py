@@ -64,10 +64,11 @@ class EstimateInputs:
 
     @property
     def pipeline_microbatches(self) -> int:
-        """Micro-batches per GPipe pass (M): ``microbatches``, or all of a step's (0). 1 without a pipeline."""
+        """Micro-batches per GPipe pass (M): ``microbatches``, or (0) the fewest that bound the bubble. 1 without a
+        pipeline."""
         if self.model_parallel_degree == 1:
             return 1
-        return _batch().pipeline_microbatches(self.accumulation_steps, self.microbatches)
+        return _batch().pipeline_microbatches(self.accumulation_steps, self.microbatches, self.model_parallel_degree)
 
     def check(self) -> None:
         """Raises ValueError when the inputs describe no runnable layout."""
@@ -92,7 +93,7 @@ class EstimateInputs:
         if self.global_batch_tokens <= 0:
             raise ValueError(f"global_batch_tokens {self.global_batch_tokens}: expected a positive integer")
         try:
-            _batch().pipeline_microbatches(self.accumulation_steps, self.microbatches)
+            _batch().pipeline_microbatches(self.accumulation_steps, self.microbatches, self.model_parallel_degree)
         except _batch().BatchError as error:
             raise ValueError(str(error)) from error
 

@@ -151,11 +151,22 @@ def training_hyperparameters(settings: StackSettings, inp: WorkflowInput) -> dic
             engine="horovod",
             sagemaker_mpi_enabled=True,
             sagemaker_mpi_num_of_processes_per_host=max(instance.gpus, 1),
-            sagemaker_mpi_custom_mpi_options="-x NCCL_DEBUG=WARN",
+            # mpirun passes only what -x names to the other hosts' processes: NCCL's log settings for the rule.
+            sagemaker_mpi_custom_mpi_options=" ".join(f"-x {k}={v}" for k, v in _nccl_log_settings().items()),
         )
     else:  # tf.distribute.MultiWorkerMirroredStrategy: the toolkit writes TF_CONFIG on every host
         values.update(engine="multi_worker", sagemaker_multi_worker_mirrored_strategy_enabled=True)
     return encode_hyperparameters(values)
+
+
+def _nccl_log_settings() -> dict[str, str]:
+    return {k: v for k, v in training_module("network").nccl_environment("").items() if k.startswith("NCCL_DEBUG")}
+
+
+def training_environment(settings: StackSettings, inp: WorkflowInput) -> dict[str, str]:
+    """The job's environment: NCCL over EFA as AWS sets it for the instance type (``training/contract/network.py``
+    cites where), and NCCL's network choice logged for the health rule that stops a job on sockets."""
+    return {"PYTHONUNBUFFERED": "1", **training_module("network").nccl_environment(inp.training.instance_type)}
 
 
 def _training_channels(settings: StackSettings, inp: WorkflowInput) -> list[dict]:
@@ -225,7 +236,9 @@ def training_job_request(settings: StackSettings, inp: WorkflowInput, name: str,
         "EnableManagedSpotTraining": train.spot,
         "CheckpointConfig": {"S3Uri": f"s3://{settings.checkpoints_bucket}/{run_name}/", "LocalPath": CHECKPOINT_DIR},
         "RetryStrategy": {"MaximumRetryAttempts": 2},
-        "EnableInterContainerTrafficEncryption": True,
+        # On unless the stage turns it off with a reason (security.inter_container_encryption): AWS documents
+        # that it "can increase training time, especially ... distributed deep learning" (train-encrypt.html).
+        "EnableInterContainerTrafficEncryption": settings.stage_config.security.inter_container_encryption,
         **debugger.debugger_fields(
             observability.debugger,
             TENSORFLOW_VERSION,
@@ -235,7 +248,7 @@ def training_job_request(settings: StackSettings, inp: WorkflowInput, name: str,
             settings.profiler_rule_parameters,
         ),
         "TensorBoardOutputConfig": {"S3OutputPath": tensorboard_uri(settings, name), "LocalPath": TENSORBOARD_DIR},
-        "Environment": {"PYTHONUNBUFFERED": "1"},
+        "Environment": training_environment(settings, inp),
         "Tags": job_tags(settings),
     }
 

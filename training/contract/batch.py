@@ -40,10 +40,21 @@ def accumulation_steps(global_batch_tokens: int, micro_batch_size: int, sequence
     return global_batch_tokens // per_micro_step
 
 
-def pipeline_microbatches(accumulation: int, microbatches: int) -> int:
-    """Micro-batches per GPipe pass (M): ``microbatches``, or all of a step's (0); it must divide ``accumulation``.
+MAX_BUBBLE = 0.10  # the default micro-batches per GPipe pass keep each device idle at most this share of a pass
 
-    e.g. 16 micro-batches per replica, microbatches 8 -> 2 passes of 8; microbatches 0 -> 1 pass of 16.
+
+def bubble(stages: int, microbatches: int) -> float:
+    """The GPipe bubble, the share of a pass each device waits: (K - 1) / (M + K - 1), e.g. K = 8, M = 64: 9.9%."""
+    return (stages - 1) / (microbatches + stages - 1)
+
+
+def pipeline_microbatches(accumulation: int, microbatches: int, stages: int = 1) -> int:
+    """Micro-batches per GPipe pass (M): ``microbatches``, which must divide ``accumulation``; 0 chooses it.
+
+    0: the fewest that divide ``accumulation`` and keep the bubble of ``stages`` stages at or below MAX_BUBBLE
+    (each stage keeps an input per micro-batch of a pass: fewer is less memory), or all of them where none does;
+    without a pipeline (1 stage), all of them. e.g. 128 micro-batches per replica, K = 8 -> 64 (bubble 9.9%);
+    16, K = 4 -> 16 (bubble 16%: the least this batch allows); microbatches 8 -> 2 passes of 8.
     """
     if microbatches < 0 or (microbatches and accumulation % microbatches):
         raise BatchError(
@@ -52,7 +63,10 @@ def pipeline_microbatches(accumulation: int, microbatches: int) -> int:
             f"0 or a divisor of the {accumulation} micro-batches per replica of a step "
             "(global_batch_tokens / (micro_batch_size x sequence_length x replicas))",
         )
-    return microbatches or accumulation
+    if microbatches or stages <= 1:
+        return microbatches or accumulation
+    divisors = [m for m in range(1, accumulation + 1) if accumulation % m == 0]
+    return next((m for m in divisors if bubble(stages, m) <= MAX_BUBBLE), accumulation)
 
 
 def global_batch(micro_batch_size: int, sequence_length: int, replicas: int, accumulation: int) -> int:

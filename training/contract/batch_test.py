@@ -1,6 +1,14 @@
 import pytest
 
-from contract.batch import BatchError, accumulation_steps, global_batch, optimizer_steps, pipeline_microbatches
+from contract.batch import (
+    MAX_BUBBLE,
+    BatchError,
+    accumulation_steps,
+    bubble,
+    global_batch,
+    optimizer_steps,
+    pipeline_microbatches,
+)
 
 
 def test_accumulation_reaches_the_global_batch():
@@ -18,6 +26,16 @@ def test_pipeline_passes_divide_the_micro_batches():
         pipeline_microbatches(16, 3)
     with pytest.raises(BatchError):
         pipeline_microbatches(16, -1)
+
+
+def test_the_default_pass_is_the_fewest_micro_batches_that_bound_the_bubble():
+    assert pipeline_microbatches(128, 0, stages=8) == 64  # gpt3-13b's default batch on 8 stages
+    assert bubble(8, 64) == pytest.approx(7 / 71) and bubble(8, 64) <= MAX_BUBBLE < bubble(8, 32)
+    assert pipeline_microbatches(16, 0, stages=4) == 16  # no divisor reaches 10%: the whole step, 3 / 19
+    assert pipeline_microbatches(12, 0, stages=2) == 12  # 1 / 10 needs 9: 12 is the first divisor past it
+    assert pipeline_microbatches(128, 0, stages=2) == 16  # 1 / 17
+    assert pipeline_microbatches(128, 0) == 128  # no pipeline: one pass
+    assert pipeline_microbatches(128, 4, stages=8) == 4  # as asked
 
 
 def test_optimizer_steps_reach_the_token_budget():

@@ -3,18 +3,21 @@
 Per logging window: the step-time split (``step_timer``), peak memory (``device_memory``), gradient norm,
 skipped steps and the loss trend as a ``[health]`` line (metric definitions turn it into CloudWatch
 metrics), TensorBoard scalars and a profiler trace (``tensorboard``), and a ``[heartbeat]`` line every
-minute (``heartbeat``). At the end, also after a failure, the chief writes the HTML report (``report``)
-with every health rule's verdict (``health``).
+minute (``heartbeat``). Until NCCL has said which network it took, every window reads this host's NCCL log
+(``contract/network.py``) and stops the job if it fell back to sockets where EFA is expected. At the end, also
+after a failure, the chief writes the HTML report (``report``) with every health rule's verdict (``health``).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from contract.health import HealthRules, Window, loss_drop_percent, verdicts
+from contract.health import HealthRules, Verdict, Window, loss_drop_percent, verdicts
+from contract.network import NCCL_LOG, NetworkCheck, NetworkFallback
 
 from observe.device_memory import PeakMemory
 from observe.heartbeat import Heartbeat
@@ -58,6 +61,11 @@ class RunObserver:
         self.validation: list[tuple[int, Evaluation]] = []
         self.split: tuple[int, Evaluation] | None = None  # the whole validation split, at the end
         self.skipped = self.nonfinite = 0
+        self.network = NetworkCheck(
+            os.environ.get("SM_CURRENT_INSTANCE_TYPE", "local"),
+            len(json.loads(os.environ.get("SM_HOSTS", "[]"))) or engine.workers,  # Horovod's workers: one per GPU
+            os.environ.get("NCCL_DEBUG_FILE", NCCL_LOG),
+        )
 
     def start(self) -> None:
         self.heartbeat.start()
@@ -68,7 +76,8 @@ class RunObserver:
         self.tensorboard.stop_profiler()
         if self.chief:  # also after a failure: the report shows what led to it
             gap, on_gpu = self.heartbeat.longest_gap_s, self.memory.on_gpu
-            results = verdicts(self.windows, self.rules, gap, self.nonfinite, on_gpu)
+            network = Verdict("network", self.network.ok, self.network.finding, NetworkCheck.ADVICE)
+            results = [*verdicts(self.windows, self.rules, gap, self.nonfinite, on_gpu), network]
             title = f"Training report: {os.environ.get('TRAINING_JOB_NAME', 'local run')}"
             for verdict in results:
                 emit(f"[verdict] {verdict.rule}: {verdict.status}: {verdict.finding}")
@@ -110,6 +119,11 @@ class RunObserver:
         drop = loss_drop_percent(steps, losses, self.rules.loss_window_steps) if full else None
         if self.chief:
             emit(health_line(step, health_fields(window, times.step_s, drop)))
+        try:
+            self.network.check()  # NCCL connects at the first collective: read until it names its network
+        except NetworkFallback as error:
+            emit(f"[verdict] network: PROBLEM: {error}")
+            raise
 
     def validated(self, step: int, evaluation: Evaluation) -> None:
         self.validation.append((step, evaluation))

@@ -1,4 +1,5 @@
 import json
+import threading
 
 import numpy as np
 import pytest
@@ -166,3 +167,66 @@ def test_the_data_position_carries_over_a_resume_with_another_batch(tmp_path):
     resized.wait()
     _, _, restored = build(tmp_path, sequences_per_step=4)
     assert restored.restore_latest() == 7 and restored.start_sequence == 48
+
+
+def sharded(directory, hosts, barrier=None, **kwargs):
+    """``hosts`` Checkpointers of one model (the replicas of data parallelism hold the same variables); their
+    ``all_done`` meets at ``barrier`` (threads standing in for hosts) or, with none, passes."""
+    model, trainer, _ = build(directory, **kwargs)
+    flags: list[bool] = []
+
+    def all_done(written):
+        flags.append(written)
+        barrier.wait()
+        return all(flags)
+
+    done = all_done if barrier else (lambda written: written)
+    kwargs = {"keep": 2, "run_config": CONFIG, "hosts": hosts, "all_done": done}
+    checkpointers = [Checkpointer(directory, model, trainer, is_chief=h == 0, host=h, **kwargs) for h in range(hosts)]
+    return model, trainer, checkpointers
+
+
+def test_two_hosts_write_their_shares_at_once_and_it_restores_on_one_and_on_three(tmp_path):
+    _, trainer, writers = sharded(tmp_path, 2, threading.Barrier(2))
+    for batch in BATCHES[:2]:
+        trainer.train_step(batch)
+    results = [None, None]
+
+    def save(h):
+        results[h] = writers[h].save()
+
+    threads = [threading.Thread(target=save, args=(h,)) for h in range(2)]
+    [t.start() for t in threads]
+    [t.join(timeout=120) for t in threads]
+    assert results == [str(tmp_path / "ckpt-2.json"), None]  # the chief publishes the manifest
+    shares = json.loads((tmp_path / "ckpt-2.json").read_text())["shares"]
+    sizes = [sum(int(tf.size(writers[0].variables[i])) for i in share) for share in shares]
+    assert len(shares) == 2 and abs(sizes[0] - sizes[1]) / sum(sizes) < 0.1  # about half the bytes each
+    expected = [v.numpy() for v in writers[0].variables]
+    losses = [trainer.train_step(b).loss for b in BATCHES[2:]]
+
+    for hosts in (1, 3):
+        _, trainer_b, readers = sharded(tmp_path, hosts, seed=99)
+        assert [reader.restore_latest() for reader in readers] == [2] * hosts
+        for got, want in zip(readers[0].variables, expected, strict=True):
+            np.testing.assert_array_equal(got.numpy(), want)  # every host holds every variable, bit for bit
+        assert readers[0].start_sequence == 2
+        assert [trainer_b.train_step(b).loss for b in BATCHES[2:]] == losses, hosts
+
+
+def test_a_sharded_save_without_every_share_is_not_published_and_a_torn_one_is_skipped(tmp_path):
+    _, trainer, (chief, other) = sharded(tmp_path, 2)
+    trainer.train_step(BATCHES[0])
+    other.save()
+    assert chief.save().endswith("ckpt-1.json")
+    trainer.train_step(BATCHES[1])
+    chief.all_done = lambda written: False  # host 1 said its write failed
+    assert chief.save() is None and not (tmp_path / "ckpt-2.json").exists()
+    chief.all_done = lambda written: written
+    trainer.train_step(BATCHES[2])
+    other.save()
+    chief.save()
+    for path in tmp_path.glob("ckpt-3.share-1-of-2.data-*"):
+        path.write_bytes(path.read_bytes()[:10])  # host 1's upload cut short
+    _, _, (reader,) = sharded(tmp_path, 1, seed=99)
+    assert reader.restore_latest() == 1

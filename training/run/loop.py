@@ -94,6 +94,9 @@ class TrainingRun:
             run_config=self.run_config(),
             async_save=args.async_checkpoint,
             sequences_per_step=self.global_batch_tokens // self.sequence_length,
+            host=self.engine.worker,
+            hosts=self.engine.workers,  # every host writes its share of each checkpoint
+            all_done=lambda written: not self.engine.any_worker(not written),
         )
         self.start_step = self.checkpointer.restore_latest()
         self.stopped_at: int | None = None  # the step a SIGTERM stopped training at

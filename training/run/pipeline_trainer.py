@@ -58,7 +58,8 @@ class PipelineTrainer(Trainer):
         optimizers: one ``make_pipeline_optimizer`` per model.
         engine: a PipelineEngine.
         accumulation_steps: micro-batches per optimizer step on each replica.
-        microbatches: micro-batches per GPipe pass (M); divides accumulation_steps; 0 = all of them.
+        microbatches: micro-batches per GPipe pass (M); divides accumulation_steps; 0 = the fewest that bound the
+            bubble (``contract.batch.pipeline_microbatches``).
         micro_batch_size, sequence_length, precision, grad_clip, initial_loss_scale: as ``Trainer``.
 
     Example:
@@ -82,7 +83,7 @@ class PipelineTrainer(Trainer):
         grad_clip: float = 1.0,
         initial_loss_scale: float = 2.0**15,
     ):
-        microbatches = pipeline_microbatches(accumulation_steps, microbatches)  # each GPipe pass takes this many
+        microbatches = pipeline_microbatches(accumulation_steps, microbatches, stages=len(models[0].devices))
         if len(models) != engine.local_replicas or len(optimizers) != len(models):
             raise ValueError(f"expected {engine.local_replicas} models and optimizers, one per local replica")
         super().__init__(

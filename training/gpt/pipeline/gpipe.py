@@ -1,35 +1,38 @@
 """GPipe: the micro-batches of a step flow through the stages so that the stages work on different ones at once.
 
-K = 3 stages, M = 4 micro-batches; F3 = forward of micro-batch 3, B3 = its backward (unit times, time goes right):
+K = 3 stages, M = 4 micro-batches; F3 = forward of micro-batch 3, B3 = its backward (time goes right, one column
+a clock tick t of the loops below):
 
-    device 0   F0 F1 F2 F3 .  .  .  .  B3 B2 B1 B0
-    device 1   .  F0 F1 F2 F3 .  .  B3 B2 B1 B0 .
-    device 2   .  .  F0 F1 F2 F3 B3 B2 B1 B0 .  .
+    device 0   F0 F1 F2 F3 .  B3 B2 B1 B0 .  .
+    device 1   .  F0 F1 F2 F3 .  B3 B2 B1 B0 .
+    device 2   .  .  .  .  .  B3 B2 B1 B0 .  .       (the last stage's forward runs inside its backward cell)
 
-Each device is busy 2M of 2(M + K - 1) slots: the bubble is (K - 1) / (M + K - 1) = 2 / 6 here, and shrinks as
-M grows (Huang et al. 2019, "GPipe"). Every device keeps the activations of all M micro-batches until their
-backward pass (``recompute`` keeps only each block's input).
+The bubble is (K - 1) / (M + K - 1) of each device's time and shrinks as M grows (Huang et al. 2019, "GPipe").
+As in GPipe's re-materialisation, each stage keeps only its input for each micro-batch (M tensors of
+[micro_batch, T, d]) and its backward cell runs the stage's forward again under a tape: one more forward per
+stage and micro-batch (about a third more compute), activations of one micro-batch at a time.
 
-The schedule is one TensorFlow graph: each cell (a stage's forward or backward of one micro-batch) runs under
-``tf.device`` of its stage, its data comes from the neighbouring stage's cell (TensorFlow copies it between
-devices), and a control dependency makes each device run its cells in the order above. TensorFlow's executor
-starts every cell whose inputs are ready, so the devices work concurrently. The backward pass of a cell is
-``GradientTape.gradient`` of that cell's tape, with the next stage's input gradient as ``output_gradients``.
+The schedule is two ``tf.while_loop``s over clock ticks, so the graph holds each stage's cell once whatever M is:
+
+    forward  t = 0 .. M + K - 3:  stage k < K - 1 runs F(t - k) on the input stage k - 1 gave it at tick t - 1
+    backward t = 0 .. M + K - 2:  stage k runs B(M - 1 - t + K - 1 - k) with the input gradient stage k + 1 gave
+                                  it at tick t - 1, and adds its weights' gradients to its own accumulators
+
+The cells of one tick depend on nothing else of that tick, so TensorFlow's executor runs them at once, each
+under ``tf.device`` of its stage (data between stages is copied by TensorFlow). A ``tf.cond`` skips the cells of
+the fill and drain ticks. Every stage's gradient accumulators (float32, its variables' shapes; on the last stage
+one more for the tied token embedding, added to the first stage's once per pass) live on its device.
+With dropout, each cell's seed states are kept with its input and set again before the recomputation, so the
+recomputed forward drops the same units.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 
 import tensorflow as tf
 
 from gpt.pipeline.model import PipelinedGPT, variable_device
-
-
-def _after(cell):
-    """Runs the ops created inside after ``cell`` (the previous cell on the same device), if there is one."""
-    return tf.control_dependencies([cell]) if cell is not None else contextlib.nullcontext()
 
 
 def gpipe_gradients(
@@ -54,48 +57,152 @@ def gpipe_gradients(
         >>> loss, grads = gpipe_gradients(model, tokens, lambda logits, targets: tf.reduce_mean(
         ...     tf.nn.sparse_softmax_cross_entropy_with_logits(targets, logits)))
     """
+    count, micro, length = tokens.shape[0], tokens.shape[1], tokens.shape[2] - 1
     stages, last = model.num_stages, model.num_stages - 1
-    busy = [None] * stages  # the last cell scheduled on each device
-    tapes, stage_in, stage_out, losses = {}, {}, {}, []
+    devices = model.devices
+    hidden = ([micro, length, model.d_model], model.compute_dtype)
+    seeds = [_seed_states(model, k) for k in range(stages)]
 
-    for m in range(tokens.shape[0]):  # forward: F0 .. F(M-1) on every device
-        x = None
-        for k in range(stages):
-            with tf.device(model.devices[k]), _after(busy[k]), tf.GradientTape() as tape:
-                if k == 0:
-                    x = tokens[m, :, :-1]
-                else:
-                    tape.watch(x)
-                y = model.stage_call(k, x, training=True)
+    def micro_batch(t: tf.Tensor, k: int, backward: bool) -> tuple[tf.Tensor, tf.Tensor]:
+        """Stage k's micro-batch at tick t (clamped into range) and whether the cell runs at all."""
+        m = count - 1 - t + (last - k) if backward else t - k
+        return tf.clip_by_value(m, 0, count - 1), (m >= 0) & (m < count)
+
+    def slot(m: tf.Tensor, valid: tf.Tensor) -> tf.Tensor:
+        return tf.where(valid, m, count)  # the idle cells write to a spare slot at the end
+
+    # Kept for the backward cells, per micro-batch: stage k > 0's input (stage k - 1's output), seed states.
+    saved, seed_log = {}, {}
+    for k in range(stages):
+        with tf.device(devices[k]):
+            if k:
+                saved[k] = tf.TensorArray(hidden[1], count + 1, element_shape=hidden[0])
+            if seeds[k]:
+                seed_log[k] = tf.TensorArray(tf.int64, count + 1, element_shape=[len(seeds[k]), 2])
+
+    ahead = max(last - 1, 0)  # the last stage runs no forward cell: its seeds are drawn beside stage K - 2's cell
+
+    def forward_tick(t, inputs, saved, seed_log):
+        outputs, saved, seed_log = [], dict(saved), dict(seed_log)
+        for k in range(last):
+            m, valid = micro_batch(t, k, backward=False)
+            with tf.device(devices[k]):
+                x = tokens[m, :, :-1] if k == 0 else inputs[k - 1]
+                if seeds[k]:
+                    seed_log[k] = seed_log[k].write(slot(m, valid), _read(seeds[k]))
+                y = tf.cond(valid, lambda k=k, x=x: _stage(model, k, x, hidden[0]), lambda: tf.zeros(*hidden))
+            with tf.device(devices[k + 1]):
+                saved[k + 1] = saved[k + 1].write(slot(m, valid), y)
+            outputs.append(y)
+        if seeds[last]:  # the draws the last stage's forward makes, for micro-batch t - ahead
+            m, valid = micro_batch(t - ahead + last, last, backward=False)
+            with tf.device(devices[last]):
+                seed_log[last] = seed_log[last].write(slot(m, valid), _read(seeds[last]))
+                tf.cond(valid, lambda: _draw(seeds[last]), lambda: None)
+        return t + 1, outputs[:-1], saved, seed_log
+
+    first_inputs = []
+    for k in range(1, last):
+        with tf.device(devices[k]):
+            first_inputs.append(tf.zeros(*hidden))
+    if last or seeds[last]:
+        _, _, saved, seed_log = tf.while_loop(
+            lambda t, *_: t < count + ahead,
+            forward_tick,
+            [tf.constant(0), first_inputs, saved, seed_log],
+        )
+    after_forward = [_read(s) if s else None for s in seeds]
+
+    sources = [model.stage_inputs(k) for k in range(stages)]
+
+    def backward_cell(k, x, m, upstream, accumulators, loss):
+        """Stage k's forward again and its backward for micro-batch m: accumulators + its gradients."""
+        with tf.GradientTape() as tape:
+            if k:
+                tape.watch(x)
+            y = _stage(model, k, x, hidden[0])
+            if k == last:
+                micro_loss = loss_fn(y, tokens[m, :, 1:])
+                y = micro_loss * loss_scale
+        result = tape.gradient(y, [*sources[k], x] if k else sources[k], output_gradients=upstream)
+        grads = [tf.convert_to_tensor(g) for g in result[: len(sources[k])]]  # embedding lookups: IndexedSlices
+        summed = [a + g for a, g in zip(accumulators, grads, strict=True)]
+        if k == last:
+            loss = loss + micro_loss
+        return summed, (tf.ensure_shape(result[-1], hidden[0]) if k else tf.zeros([])), loss
+
+    def backward_tick(t, upstreams, accumulators, loss):
+        given, upstreams, accumulators = upstreams, list(upstreams), list(accumulators)
+        for k in reversed(range(stages)):
+            m, valid = micro_batch(t, k, backward=True)
+            with tf.device(devices[k]):
+                x = tokens[m, :, :-1] if k == 0 else saved[k].read(m)
+                if seeds[k]:
+                    _assign(seeds[k], seed_log[k].read(m))
+                upstream = given[k] if k < last else None  # stage k + 1's, from tick t - 1
+                stage_loss = loss if k == last else tf.zeros([])
+                summed, input_grad, stage_loss = tf.cond(
+                    valid,
+                    lambda k=k, x=x, m=m, u=upstream, a=accumulators[k], s=stage_loss: backward_cell(k, x, m, u, a, s),
+                    lambda k=k, a=accumulators[k], s=stage_loss: (
+                        a, tf.zeros(*hidden) if k else tf.zeros([]), s
+                    ),
+                )  # fmt: skip
+                accumulators[k] = summed
+                if k:
+                    upstreams[k - 1] = input_grad
                 if k == last:
-                    loss = loss_fn(y, tokens[m, :, 1:])
-                    losses.append(loss)
-                    y = loss * loss_scale
-            tapes[m, k], stage_in[m, k], stage_out[m, k] = tape, x, y
-            busy[k], x = y, y
+                    loss = stage_loss
+        return t + 1, upstreams, accumulators, loss
+
+    upstreams, accumulators = [], []
+    for k in range(stages):
+        with tf.device(devices[k]):
+            upstreams.append(tf.zeros(*hidden))
+            accumulators.append([tf.zeros(v.shape, tf.float32) for v in sources[k]])
+    with tf.device(devices[last]):
+        loss = tf.zeros([])
+    _, _, accumulators, loss = tf.while_loop(
+        lambda t, *_: t < count + last,
+        backward_tick,
+        [tf.constant(0), upstreams, accumulators, loss],
+    )
+    for k in range(stages):
+        if seeds[k]:
+            with tf.device(devices[k]):
+                _assign(seeds[k], after_forward[k])  # where the forward loop left them
 
     grads: dict[int, tf.Tensor] = {}
-    for m in reversed(range(tokens.shape[0])):  # backward: B(M-1) .. B0 on every device
-        upstream = None  # d(scaled loss) / d(the next stage's input)
-        for k in reversed(range(stages)):
-            sources = model.stage_inputs(k)
-            with tf.device(model.devices[k]), _after(busy[k]):
-                result = tapes[m, k].gradient(
-                    stage_out[m, k], [*sources, stage_in[m, k]] if k > 0 else sources, output_gradients=upstream
-                )
-                upstream = result.pop() if k > 0 else None
-                busy[k] = tf.group(*result, *([upstream] if k > 0 else []))
-            for variable, grad in zip(sources, result, strict=True):
-                _accumulate(grads, variable, grad)
-
-    with tf.device(model.devices[last]):
-        total = tf.add_n(losses)
-    return total, [grads[id(v)] for v in model.trainable_variables]
+    for k in range(stages):
+        for variable, grad in zip(sources[k], accumulators[k], strict=True):
+            with tf.device(variable_device(variable)):  # the tied embedding: the last stage's term, once
+                grads[id(variable)] = grads[id(variable)] + grad if id(variable) in grads else grad
+    return loss, [grads[id(v)] for v in model.trainable_variables]
 
 
-def _accumulate(grads: dict[int, tf.Tensor], variable, grad) -> None:
-    """grads[variable] += grad, on the variable's device (the tied embedding gets terms from two stages)."""
-    with tf.device(variable_device(variable)):
-        grad = tf.convert_to_tensor(grad)  # embedding lookups give IndexedSlices
-        key = id(variable)
-        grads[key] = grads[key] + grad if key in grads else grad
+def _stage(model: PipelinedGPT, stage: int, x: tf.Tensor, shape: list[int]) -> tf.Tensor:
+    """Stage ``stage`` in training; a hidden output gets its static shape (a loop variable's may not change)."""
+    y = model.stage_call(stage, x, training=True)
+    return y if stage == model.num_stages - 1 else tf.ensure_shape(y, shape)
+
+
+def _seed_states(model: PipelinedGPT, stage: int) -> list:
+    """The dropout SeedGenerators stage ``stage`` draws from in training, one draw each (none without dropout)."""
+    if model.dropout <= 0:
+        return []
+    generators = [model.blocks[i].seed_generator for i in model.stage_blocks[stage]]
+    return ([model.seed_generator] if stage == 0 else []) + generators
+
+
+def _draw(generators: list) -> None:
+    for generator in generators:
+        generator.next()
+
+
+def _read(generators: list) -> tf.Tensor:
+    return tf.stack([tf.cast(g.state.value, tf.int64) for g in generators])
+
+
+def _assign(generators: list, values: tf.Tensor) -> None:
+    for i, generator in enumerate(generators):
+        generator.state.assign(tf.cast(values[i], generator.state.dtype))
