@@ -56,6 +56,12 @@ def main(argv: list[str] | None = None) -> int:
         where.add_argument("--endpoint", help="endpoint name (the Deploy step's output)")
         if name == "generate":
             where.add_argument("--model", type=Path, help="a model.tar.gz here (runs/ of make run, or downloaded)")
+            gen.add_argument(
+                "--run-archive-code",
+                action="store_true",
+                help="with --model: run the archive's own code/inference.py and code/lib (only for an archive you "
+                "trust); by default this checkout's training/serving/inference.py serves it",
+            )
         gen.add_argument("--max-new-tokens", type=int, help="tokens to generate (default: the endpoint's, 64)")
         gen.add_argument("--temperature", type=float, help="> 0 samples; 0 or unset = greedy")
         gen.add_argument("--top-k", type=int, help="sample among the k most likely tokens")
@@ -77,7 +83,15 @@ def run(args: argparse.Namespace, session: Any = None) -> int:
     if args.command == "validate":
         return _validate(args)
     if args.command == "generate" and args.model:
-        return _print_replies(generate_local(args.model, _body(args)))
+        if args.run_archive_code:
+            print(f"note: running {args.model}'s own code/inference.py and code/lib, as asked", file=sys.stderr)
+        else:
+            print(
+                f"note: {args.model}'s code/ is not run; this checkout's training/serving/inference.py serves it "
+                "(--run-archive-code runs the archive's own, for an archive you trust)",
+                file=sys.stderr,
+            )
+        return _print_replies(generate_local(args.model, _body(args), args.run_archive_code))
     session = session or stage_session(args.stage)
     if args.command == "check":
         print(f"AWS credentials: {caller_identity(args.stage, session)}")

@@ -9,7 +9,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tarfile
 import threading
 import time
 from collections.abc import Callable
@@ -68,12 +67,6 @@ def upload_folder(store: FolderStore, folder: Path, uri: str) -> None:
         target = store.path(f"s3://{bucket}/{key}{path.relative_to(folder).as_posix()}")
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)
-
-
-def extract_archive(archive: Path, dest: Path) -> None:
-    dest.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(archive, "r:gz") as tar:
-        tar.extractall(dest, filter="data")
 
 
 def container_command(entrypoint: list[str], arguments: list[str]) -> list[str]:
