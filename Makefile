@@ -1,8 +1,9 @@
 # The README's two commands: `make run` (the local workflow run) and `make test`.
 # Every target installs what is missing first, so both work on a fresh machine.
 
+# PYTHON=python3.12: the interpreter .venv is built with. .venv/.built-with records it; naming another rebuilds .venv.
 PYTHON ?= python3
-VENV := .venv
+VENV ?= .venv
 PY := $(VENV)/bin/python
 CHECKOV_VENV := $(VENV)/checkov
 HF_VENV := .venv-hf
@@ -77,12 +78,32 @@ bench: install ## Benchmarks (ratios against a reference measured in the same ru
 
 install: $(VENV)/.installed $(CHECKOV_VENV)/.installed node_modules/.installed
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-nodeps.txt training/requirements.txt
+# The Pythons the README promises: pyproject.toml's requires-python (">=3.11,<3.14"). A PYTHON outside them is
+# refused in one line, before anything is installed.
+PYTHON_RANGE := $(shell sed -n 's/^requires-python = ">=\([0-9.]*\),<\([0-9.]*\)"/\1 \2/p' pyproject.toml)
+PYTHON_PROBLEM = $(shell $(PYTHON) -c 'import sys; low, below = (tuple(map(int, v.split("."))) for v in "$(PYTHON_RANGE)".split()); \
+	print("" if low <= sys.version_info[:2] < below else "%s is Python %s; this project runs on Python >= %s, < %s (pyproject.toml): \
+	pass PYTHON= one in range, e.g. make run PYTHON=python3.12" % ((sys.executable, sys.version.split()[0]) + tuple("$(PYTHON_RANGE)".split())))' \
+	2>/dev/null || echo "PYTHON=$(PYTHON) does not run: install Python 3.11 to 3.13 or pass PYTHON= one that does")
+# The interpreter PYTHON names (resolved) and the one .venv was built with: naming another on the command line or in
+# the environment rebuilds .venv (make rebuilds nothing for the default python3, whatever built .venv).
+PYTHON_PATH = $(shell $(PYTHON) -c 'import os, sys; print(os.path.realpath(sys.executable))' 2>/dev/null)
+BUILT_WITH = $(shell cat $(VENV)/.built-with 2>/dev/null)
+VENV_STALE = $(if $(filter command environment,$(firstword $(origin PYTHON))),$(if $(wildcard $(VENV)),$(filter-out $(BUILT_WITH),$(PYTHON_PATH))))
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-nodeps.txt training/requirements.txt \
+		$(if $(VENV_STALE),FORCE)
+	$(if $(PYTHON_PROBLEM),$(error $(PYTHON_PROBLEM)))
+	$(if $(VENV_STALE),@echo "make: rebuilding $(VENV) with $(PYTHON_PATH) (built with $(or $(BUILT_WITH),an unrecorded Python))" && rm -rf $(VENV))
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements-dev.txt
 	$(PY) -m pip install -q --no-deps -r requirements-nodeps.txt
+	echo $(PYTHON_PATH) > $(VENV)/.built-with
 	touch $@
+
+.PHONY: FORCE
+FORCE:
 
 # checkov in its own environment: its pins conflict with requirements.txt's (see requirements-checkov.txt).
 $(CHECKOV_VENV)/.installed: requirements-checkov.txt | $(VENV)/.installed
