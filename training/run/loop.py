@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 from contract.batch import accumulation_steps, global_batch
 from contract.presets import Preset, flops_per_token, get_shape
-from contract.recipe import Recipe, run_recipe
+from contract.recipe import Recipe, RecipeError, run_recipe
 from data import token_shards
 from data.channel import evaluation_dataset, token_dataset
 from export.hugging_face import HF_DIR, export_hf
@@ -122,15 +122,18 @@ class TrainingRun:
 
     def _recipe(self) -> Recipe:
         a = self.args
-        return run_recipe(
-            self.shape,
-            global_batch_tokens=self.global_batch_tokens,
-            max_steps=a.max_steps,
-            learning_rate=a.learning_rate,
-            lr_reference_tokens=a.lr_reference_tokens,
-            warmup_steps=a.warmup_steps,
-            decay_steps=a.decay_steps,
-        )
+        try:
+            return run_recipe(
+                self.shape,
+                global_batch_tokens=self.global_batch_tokens,
+                max_steps=a.max_steps,
+                learning_rate=a.learning_rate,
+                lr_reference_tokens=a.lr_reference_tokens,
+                warmup_steps=a.warmup_steps,
+                decay_steps=a.decay_steps,
+            )
+        except RecipeError as error:
+            raise JobError(str(error)) from error
 
     def _model_and_trainer(self) -> tuple[keras.Model, Trainer]:
         a = self.args
