@@ -26,7 +26,8 @@ help: ## This list (STAGE=dev|prod picks the stage, CONFIG=file.json adds overri
 
 # VERBOSE=1: the jobs' library logging too. FAULTS=throttle,failed-job,lost-endpoint: AWS's errors injected.
 run: install ## The main job: synthesize and run the workflow locally
-	$(PY) -m local.run --stage $(STAGE) $(if $(INPUT),--input $(INPUT)) $(if $(VERBOSE),--verbose) \
+	$(PY) -m local.run --stage $(STAGE) $(if $(INPUT),--input $(INPUT)) $(if $(CORPUS),--corpus $(abspath $(CORPUS))) \
+		$(if $(VERBOSE),--verbose) \
 		$(if $(FAULTS),--inject-faults $(FAULTS))
 
 test: install ## The whole test suite

@@ -32,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m cli", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument(
+        "--traceback", action="store_true", help="on an error this command does not explain, show Python's traceback"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     validate_cmd = commands.add_parser("validate", help="check an execution input offline, every error at once")
     validate_cmd.add_argument("--input", type=Path, required=True, help="execution input JSON (see docs/workflow.md)")
@@ -71,12 +74,25 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return run(args)
-    except Exception as error:  # a known failure is one line that says what to do; anything else is a bug
+    except Exception as error:  # a known failure is one line that says what to do; anything else one line too
         message = user_message(error)
-        if message is None:
+        if message is None and args.traceback:
             raise
-        print(f"error: {message}", file=sys.stderr)
+        print(f"error: {message or unexpected(error)}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def unexpected(error: BaseException) -> str:
+    """The one line for an error no check explains: what it says, and how to see where it happened."""
+    text = " ".join(str(error).split())
+    text = text if len(text) <= 300 else text[:300] + " ..."
+    return (
+        f"{type(error).__name__}: {text} (not an error this command explains; python -m cli --traceback "
+        "... shows where it happened)"
+    )
 
 
 def run(args: argparse.Namespace, session: Any = None) -> int:

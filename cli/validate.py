@@ -72,7 +72,9 @@ def input_errors(raw: Any, config: StageConfig) -> list[str]:
     """Every error of ``raw`` against the stage, one message each; an empty list when the Plan step would accept it
     (as far as can be told offline)."""
     corpus = raw.get("corpus") if isinstance(raw, dict) else None
-    settings = offline_settings(config, corpus.get("s3_uri") if isinstance(corpus, dict) else None)
+    uri = corpus.get("s3_uri") if isinstance(corpus, dict) else None
+    # A URI that is not s3:// names no bucket: the checks below say what is wrong with it, naming the field.
+    settings = offline_settings(config, uri if isinstance(uri, str) and uri.startswith("s3://") else None)
     raw, errors = copy.deepcopy(raw), []
     while len(errors) < MAX_ERRORS:
         try:
