@@ -120,7 +120,7 @@ $(HF_VENV)/.installed: requirements-hf.txt
 	touch $@
 
 node_modules/.installed: package.json package-lock.json
-	npm ci --no-audit --no-fund
+	npm ci  # quietly: .npmrc (loglevel=error, no update notifier, fund or audit notices)
 	touch $@
 
 clean: ## Remove cdk.out, build and runs (the local run's S3, EFS and jobs)

@@ -9,6 +9,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { StateMachine } from 'aws-local-stepfunctions';
 
+// aws-local-stepfunctions 3.0.0 removes every backslash from an intrinsic function's string result
+// (BaseIntrinsicFunction.call: `result.replaceAll("\\", "")`), meant to undo the escapes of a template literal
+// but applied to the values in it too: a JSON-encoded cause passed through States.Format or States.JsonToString
+// loses its escapes ("in main\n    answer" -> "in mainn    answer", quotes unescaped). Step Functions unescapes the
+// literal only, and this project's templates hold no backslash, so that one call keeps the string as it is.
+const replaceAll = String.prototype.replaceAll;
+String.prototype.replaceAll = function (pattern, replacement) {
+  return pattern === '\\' && replacement === '' ? String(this) : replaceAll.call(this, pattern, replacement);
+};
+
 const [definitionPath, inputPath, contextPath, executionName, resultPath] = process.argv.slice(2);
 const definition = JSON.parse(readFileSync(definitionPath, 'utf8'));
 const input = JSON.parse(readFileSync(inputPath, 'utf8'));

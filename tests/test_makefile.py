@@ -68,3 +68,13 @@ def test_naming_another_python_rebuilds_the_venv_and_the_default_keeps_it(tmp_pa
     assert "rebuilding" not in dry_install(venv).stdout  # no PYTHON= named: the .venv is what it is
     (venv / ".built-with").write_text(here + "\n")
     assert "is up to date" in dry_install(venv, f"PYTHON={sys.executable}").stdout  # the same Python: kept
+
+
+def test_npm_installs_quietly_its_warnings_and_notices_are_not_the_console():
+    """Without .npmrc, `npm ci` printed 11 lines of EBADENGINE and install-scripts warnings (npm 11.19, Node 20)."""
+    settings = dict(
+        line.split("=", 1) for line in (ROOT / ".npmrc").read_text().splitlines() if line and not line.startswith("#")
+    )
+    assert settings == {"loglevel": "error", "update-notifier": "false", "fund": "false", "audit": "false"}
+    install = make("-n", "-B", "node_modules/.installed").splitlines()
+    assert [line.split("#")[0].strip() for line in install if line.startswith("npm")] == ["npm ci"]

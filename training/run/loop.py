@@ -238,13 +238,17 @@ class TrainingRun:
                     )
                 if step == self.start_step + 1:
                     self.engine.after_first_step(self.model.variables + trainer.optimizer.variables)
+                    first_done = time.perf_counter()  # the time left is timed from here: the first step compiles
                 steps_timed += 1
                 if step % a.log_every == 0 or step == a.max_steps:
                     elapsed = time.perf_counter() - timer
                     tokens_per_sec = steps_timed * trainer.tokens_per_step / elapsed
                     mfu = model_flops_utilisation(tokens_per_sec, self.flops_per_token, self.devices, self.peak_tflops)
                     lr = float(self.schedule(trainer.optimizer.iterations))
-                    self.log(train_line(step, result.loss, lr, tokens_per_sec, mfu))
+                    # Every step since the first, pauses included, at this pace for the steps left.
+                    taken = step - self.start_step - 1
+                    left = (time.perf_counter() - first_done) / taken * (a.max_steps - step) if taken else -1
+                    self.log(train_line(step, result.loss, lr, tokens_per_sec, mfu, a.max_steps, left))
                     observer.window(step, result, lr, tokens_per_sec, mfu)
                     timer, steps_timed = time.perf_counter(), 0
                 pause = time.perf_counter()  # evaluation and checkpoints do not count against tokens_per_sec
