@@ -28,6 +28,7 @@ import argparse
 import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -125,14 +126,44 @@ def run(
 
     started = time.time()
     env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
-    subprocess.run(
+    interpreter = subprocess.Popen(
         [str(NODE), str(ROOT / "local" / "run_state_machine.mjs"), str(execution_dir / "definition.json"),
          str(execution_dir / "input.json"), str(execution_dir / "context.json"), execution_name, str(result_path)],
-        cwd=ROOT, env=env, check=False,
+        cwd=ROOT, env=env,
     )  # fmt: skip
+    wait_through_ctrl_c(interpreter)
     result = json.loads(result_path.read_text())
+    if result["status"] == "ABORTED":
+        resume = execution_dir / "resume.json"
+        resume.write_text(json.dumps({**execution_input, "run_name": execution_input.get("run_name", execution_name)}))
+        print(resume_line(time.time() - started, resume), flush=True)
+        return 130
     print(summarize(result, store, execution_dir, time.time() - started), flush=True)
     return 0 if result["status"] == "SUCCEEDED" else 1
+
+
+def wait_through_ctrl_c(process: subprocess.Popen) -> int:
+    """Waits for ``process`` to end; a Ctrl-C (which the terminal sends it too, and it stops the execution as
+    StopExecution does) says so once and keeps waiting: nothing is left running when this returns."""
+    try:
+        return process.wait()
+    except KeyboardInterrupt:
+        print(
+            "\nCtrl-C: stopping the execution as a stop does on AWS (SIGTERM to the running job's hosts; training "
+            "checkpoints the step in flight) ...",
+            flush=True,
+        )
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C does not leave the job's hosts behind
+        return process.wait()
+
+
+def resume_line(seconds: float, resume: Path) -> str:
+    """The one line an interrupted run ends with: how to go on from where it stopped."""
+    shown = resume.relative_to(ROOT) if resume.is_relative_to(ROOT) else resume
+    return (
+        f"Interrupted after {seconds:.0f} s. Resume it with: make run INPUT={shown} (the same run_name: training "
+        "goes on from its last checkpoint, finished preprocessing is reused)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -174,6 +205,14 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, CommandError, OSError, ValueError) as error:
         print(f"error: {user_message(error) or error}", file=sys.stderr)
         return 2
+    try:
+        return _run(args, execution_input)
+    except KeyboardInterrupt:  # during the synth or the sample corpus, before the execution: nothing to stop
+        print("\nInterrupted before the execution started: nothing ran, nothing to resume", file=sys.stderr)
+        return 130
+
+
+def _run(args: argparse.Namespace, execution_input: dict) -> int:
     return run(
         args.stage,
         execution_input,

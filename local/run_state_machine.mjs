@@ -34,6 +34,24 @@ const stopAll = () => {
 };
 process.on('exit', stopAll);
 
+// Ctrl-C (SIGINT to the terminal's process group) or a SIGTERM: the execution is stopped as StopExecution stops
+// one. Each running task process stops its job as SageMaker does (SIGTERM to the hosts: training checkpoints the
+// step in flight); once every one has ended, the result says ABORTED and the interpreter exits.
+let interrupted = false;
+const interrupt = (signal) => {
+  if (interrupted) return;
+  interrupted = true;
+  stopAll();
+  const whenStopped = setInterval(() => {
+    if (running.size) return;
+    clearInterval(whenStopped);
+    writeFileSync(resultPath, JSON.stringify({ status: 'ABORTED', error: 'Interrupted', cause: `by ${signal}` }));
+    process.exit(130);
+  }, 100);
+};
+process.on('SIGINT', interrupt);
+process.on('SIGTERM', interrupt);
+
 class TaskError extends Error {
   constructor(error, cause) {
     super(cause);
@@ -122,6 +140,7 @@ try {
   stopAll();
   writeFileSync(resultPath, JSON.stringify({ status: 'SUCCEEDED', output }, null, 2));
 } catch (error) {
+  if (interrupted) await new Promise(() => {}); // the interrupt writes the result once the tasks have stopped
   stopAll();
   const failure = error.cause ?? error; // the execution's error and cause, as DescribeExecution reports them
   writeFileSync(resultPath, JSON.stringify({ status: 'FAILED', error: failure.name, cause: failure.message }, null, 2));

@@ -132,11 +132,16 @@ def as_step_functions_error(error: Exception, resource: str) -> dict[str, str]:
 
 
 def _stop(signum: int, frame: Any) -> None:
-    raise SystemExit(f"stopped by signal {signum}")  # unwinds run_hosts, which stops the job's hosts
+    """SIGTERM from the interpreter, or Ctrl-C's SIGINT: unwinds run_hosts, which stops the job's hosts as SageMaker
+    does. Once: the other of the two, arriving while the hosts stop, must not cut their stop short."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise SystemExit(128 + signum)
 
 
 def main(handler: Callable[[RunContext, str, Any], Any] = handle) -> int:
     signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
     context_path, result_path = sys.argv[1], sys.argv[2]
     request = json.load(sys.stdin)
     context = RunContext.read(context_path)
