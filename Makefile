@@ -1,7 +1,7 @@
 # The README's two commands: `make run` (the local workflow run) and `make test`.
 # Every target installs what is missing first, so both work on a fresh machine.
 
-# PYTHON=python3.12: the interpreter .venv is built with. .venv/.built-with records it; naming another rebuilds .venv.
+# The variables a user sets are the #: lines under help. PYTHON's .venv records it in .venv/.built-with.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -14,17 +14,27 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/$(NODE_BIN):$(PATH)
 CDK := $(NODE_BIN)/cdk
 STAGE ?= dev
-# CONFIG=overrides.json: a JSON file of stage overrides for synth, diff, deploy and estimate (cdk's -c config=).
 CDK_CONTEXT = -c stage=$(STAGE) $(if $(CONFIG),-c config=$(abspath $(CONFIG)))
 
 .DEFAULT_GOAL := help
 .PHONY: help run test platforms hf-check synth diff deploy destroy lint estimate wheelhouse bench install clean
 
-help: ## This list (STAGE=dev|prod picks the stage, CONFIG=file.json adds overrides)
+help: ## This list, and the variables that change what a target does
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@echo "  variables:"
+	@awk 'BEGIN {FS = "#: "} /^#: / {print "    " $$2}' $(MAKEFILE_LIST)
 	@echo "  then: $(PY) -m cli validate|start --wait|status|stop|outputs|upload|generate --help"
 
-# VERBOSE=1: the jobs' library logging too. FAULTS=throttle,failed-job,lost-endpoint: AWS's errors injected.
+#: STAGE=dev|prod         the stage in cdk.json (every target)
+#: CONFIG=file.json       stage overrides for synth, diff, deploy and estimate (cdk's -c config=)
+#: INPUT=input.json       run: execution input over local/default-input.json
+#: CORPUS=path            run: a corpus file or folder of your own instead of the sample (docs/run-locally.md)
+#: VERBOSE=1              run: the jobs' library logging on the console too
+#: FAULTS=throttle,failed-job,lost-endpoint   run: AWS's errors injected (local/faults.py)
+#: PYTHON=python3.12      the interpreter .venv is built with (3.11 to 3.13); naming another rebuilds .venv
+#: ARCHIVE=model.tar.gz   hf-check: a job's model archive instead of a model made here
+#: ARGS="--preset ..."    estimate: options over the stage's
+
 run: install ## The main job: synthesize and run the workflow locally
 	$(PY) -m local.run --stage $(STAGE) $(if $(INPUT),--input $(INPUT)) $(if $(CORPUS),--corpus $(abspath $(CORPUS))) \
 		$(if $(VERBOSE),--verbose) \

@@ -24,7 +24,7 @@ from cli.follow import Follower, execution_arn, follow, latest_execution
 from cli.invoke import error_message, invoke, request_body
 from cli.stage import caller_identity, stack_output, stack_outputs, stage_config, stage_session
 from cli.start import STATE_MACHINE_OUTPUT, execution_console_url, start
-from cli.validate import input_errors
+from cli.validate import corpus_bucket, input_errors
 from infra.plan_step.execution_input import CORPUS_SUFFIXES
 
 
@@ -144,6 +144,13 @@ def _validate(args: argparse.Namespace) -> int:
         print(f"{len(errors)} error(s) in {args.input}; the Plan step would refuse it", file=sys.stderr)
         return 1
     print(f"{args.input}: valid for stage {args.stage} (checked offline; the Plan step also checks the corpus exists)")
+    bucket = corpus_bucket(raw)
+    config = stage_config(args.stage)
+    if bucket and bucket not in config.source_buckets:
+        print(
+            f"note: corpus.s3_uri's bucket {bucket} was taken to be the stack's raw bucket (its name is known only "
+            "once deployed); the Plan step refuses it if it is not that bucket and not in the stage's source_buckets"
+        )
     return 0
 
 

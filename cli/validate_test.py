@@ -38,7 +38,11 @@ def test_the_estimate_checks_run_too_and_a_valid_input_passes(tmp_path, capsys):
     )
     (tmp_path / "ok.json").write_text('{"corpus": {"s3_uri": "s3://raw/p/"}, "training": {"train_tokens": "2B"}}')
     assert main(["validate", "--input", str(tmp_path / "ok.json")]) == 0
-    assert "valid for stage dev" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "valid for stage dev" in out
+    # Someone else's bucket cannot be told from the raw bucket offline: validate says what it assumed.
+    assert "note: corpus.s3_uri's bucket raw was taken to be the stack's raw bucket" in out
+    assert "the Plan step refuses it if it is not that bucket and not in the stage's source_buckets" in out
 
 
 def test_a_bad_tokenizer_source_is_refused_offline(tmp_path, capsys):

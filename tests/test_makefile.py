@@ -78,3 +78,13 @@ def test_npm_installs_quietly_its_warnings_and_notices_are_not_the_console():
     assert settings == {"loglevel": "error", "update-notifier": "false", "fund": "false", "audit": "false"}
     install = make("-n", "-B", "node_modules/.installed").splitlines()
     assert [line.split("#")[0].strip() for line in install if line.startswith("npm")] == ["npm ci"]
+
+
+def test_help_lists_every_variable_a_recipe_reads():
+    """Each $(if $(NAME),...) a target reads, and PYTHON and STAGE, has its line under "variables"."""
+    text = (ROOT / "Makefile").read_text()
+    read = set(re.findall(r"\$\(if \$\(([A-Z]+)\)", text)) | {"PYTHON", "STAGE", "ARGS"}
+    variables = make("help").split("  variables:\n", 1)[1].split("  then:", 1)[0]
+    listed = {line.split("=")[0].strip() for line in variables.splitlines()}
+    assert {"INPUT", "VERBOSE", "FAULTS", "PYTHON", "CORPUS", "CONFIG", "ARCHIVE"} <= read
+    assert read <= listed, read - listed

@@ -194,6 +194,7 @@ def test_a_run_that_cannot_finish_in_its_max_run_hours_is_refused_naming_both_an
     message = str(error.value)
     assert message.startswith("training.max_run_hours: the run needs about 373 h but training.max_run_hours is 24")
     assert "Set training.max_run_hours = 373 (SageMaker allows up to 672); or training.train_tokens = 6.3B" in message
+    assert "unfinished after about $" in message and "$0 " not in message
     assert not store.list("s3://datasets-bucket/inputs/")  # refused before the one write
     raw["training"]["max_run_hours"] = 373
     assert plan_execution(raw, "e", settings, store)["requests"]["training"]["StoppingCondition"] == {
