@@ -35,10 +35,10 @@ help: ## This list, and the variables that change what a target does
 #: ARCHIVE=model.tar.gz   hf-check: a job's model archive instead of a model made here
 #: ARGS="--preset ..."    estimate: options over the stage's
 
+LOCAL_RUN_ARGS = --stage $(STAGE)$(if $(INPUT), --input $(INPUT))$(if $(CORPUS), --corpus $(abspath $(CORPUS)))$\
+	$(if $(VERBOSE), --verbose)$(if $(FAULTS), --inject-faults $(FAULTS))
 run: install ## The main job: synthesize and run the workflow locally
-	$(PY) -m local.run --stage $(STAGE) $(if $(INPUT),--input $(INPUT)) $(if $(CORPUS),--corpus $(abspath $(CORPUS))) \
-		$(if $(VERBOSE),--verbose) \
-		$(if $(FAULTS),--inject-faults $(FAULTS))
+	$(PY) -m local.run $(LOCAL_RUN_ARGS)
 
 test: install ## The whole test suite
 	$(PY) -m pytest -q
