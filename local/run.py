@@ -96,10 +96,13 @@ def run(
             flush=True,
         )
     else:
-        corpus_input = {"corpus": {"s3_uri": f"s3://{stack.settings().raw_bucket}/sample/"}}
-        if not store.list(corpus_input["corpus"]["s3_uri"]):
-            paths = write_corpus(store.path(corpus_input["corpus"]["s3_uri"]), total_mb=corpus_mb)
-            print(f"Wrote a sample corpus of {len(paths)} jsonl.zst files to {corpus_input['corpus']['s3_uri']}")
+        sample = f"s3://{stack.settings().raw_bucket}/sample/"
+        corpus_input = {"corpus": {"s3_uri": sample}}
+        given = execution_input.get("corpus")
+        named = given.get("s3_uri") if isinstance(given, dict) else None
+        if named in (None, sample) and not store.list(sample):  # unless the input names a corpus of its own
+            paths = write_corpus(store.path(sample), total_mb=corpus_mb)
+            print(f"Wrote a sample corpus of {len(paths)} jsonl.zst files to {sample}", flush=True)
 
     execution_dir = runs / "executions" / execution_name
     execution_dir.mkdir(parents=True, exist_ok=True)
