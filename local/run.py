@@ -156,7 +156,8 @@ def wait_through_ctrl_c(process: subprocess.Popen) -> int:
             "checkpoints the step in flight) ...",
             flush=True,
         )
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C does not leave the job's hosts behind
+        signal.signal(signal.SIGINT, lambda *_: None)  # a second Ctrl-C leaves no host behind (no-op: not SIG_IGN,
+        # under which a Ctrl-C already pending raises OSError)
         return process.wait()
 
 
