@@ -1,8 +1,9 @@
 # The README's two commands: `make run` (the local workflow run) and `make test`.
 # Every target installs what is missing first, so both work on a fresh machine.
 
+# The variables a user sets are the #: lines under help. PYTHON's .venv records it in .venv/.built-with.
 PYTHON ?= python3
-VENV := .venv
+VENV ?= .venv
 PY := $(VENV)/bin/python
 CHECKOV_VENV := $(VENV)/checkov
 HF_VENV := .venv-hf
@@ -13,20 +14,31 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/$(NODE_BIN):$(PATH)
 CDK := $(NODE_BIN)/cdk
 STAGE ?= dev
-# CONFIG=overrides.json: a JSON file of stage overrides for synth, diff, deploy and estimate (cdk's -c config=).
 CDK_CONTEXT = -c stage=$(STAGE) $(if $(CONFIG),-c config=$(abspath $(CONFIG)))
 
 .DEFAULT_GOAL := help
 .PHONY: help run test platforms hf-check synth diff deploy destroy lint estimate wheelhouse bench install clean
 
-help: ## This list (STAGE=dev|prod picks the stage, CONFIG=file.json adds overrides)
+help: ## This list, and the variables that change what a target does
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@echo "  variables:"
+	@awk 'BEGIN {FS = "#: "} /^#: / {print "    " $$2}' $(MAKEFILE_LIST)
 	@echo "  then: $(PY) -m cli validate|start --wait|status|stop|outputs|upload|generate --help"
 
-# VERBOSE=1: the jobs' library logging too. FAULTS=throttle,failed-job,lost-endpoint: AWS's errors injected.
+#: STAGE=dev|prod         the stage in cdk.json (every target)
+#: CONFIG=file.json       stage overrides for synth, diff, deploy and estimate (cdk's -c config=)
+#: INPUT=input.json       run: execution input over local/default-input.json
+#: CORPUS=path            run: a corpus file or folder of your own instead of the sample (docs/run-locally.md)
+#: VERBOSE=1              run: the jobs' library logging on the console too
+#: FAULTS=throttle,failed-job,lost-endpoint   run: AWS's errors injected (local/faults.py)
+#: PYTHON=python3.12      the interpreter .venv is built with (3.11 to 3.13); naming another rebuilds .venv
+#: ARCHIVE=model.tar.gz   hf-check: a job's model archive instead of a model made here
+#: ARGS="--preset ..."    estimate: options over the stage's
+
+LOCAL_RUN_ARGS = --stage $(STAGE)$(if $(INPUT), --input $(INPUT))$(if $(CORPUS), --corpus $(abspath $(CORPUS)))$\
+	$(if $(VERBOSE), --verbose)$(if $(FAULTS), --inject-faults $(FAULTS))
 run: install ## The main job: synthesize and run the workflow locally
-	$(PY) -m local.run --stage $(STAGE) $(if $(INPUT),--input $(INPUT)) $(if $(VERBOSE),--verbose) \
-		$(if $(FAULTS),--inject-faults $(FAULTS))
+	$(PY) -m local.run $(LOCAL_RUN_ARGS)
 
 test: install ## The whole test suite
 	$(PY) -m pytest -q
@@ -77,12 +89,32 @@ bench: install ## Benchmarks (ratios against a reference measured in the same ru
 
 install: $(VENV)/.installed $(CHECKOV_VENV)/.installed node_modules/.installed
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-nodeps.txt training/requirements.txt
+# The Pythons the README promises: pyproject.toml's requires-python (">=3.11,<3.14"). A PYTHON outside them is
+# refused in one line, before anything is installed.
+PYTHON_RANGE := $(shell sed -n 's/^requires-python = ">=\([0-9.]*\),<\([0-9.]*\)"/\1 \2/p' pyproject.toml)
+PYTHON_PROBLEM = $(shell $(PYTHON) -c 'import sys; low, below = (tuple(map(int, v.split("."))) for v in "$(PYTHON_RANGE)".split()); \
+	print("" if low <= sys.version_info[:2] < below else "%s is Python %s; this project runs on Python >= %s, < %s (pyproject.toml): \
+	pass PYTHON= one in range, e.g. make run PYTHON=python3.12" % ((sys.executable, sys.version.split()[0]) + tuple("$(PYTHON_RANGE)".split())))' \
+	2>/dev/null || echo "PYTHON=$(PYTHON) does not run: install Python 3.11 to 3.13 or pass PYTHON= one that does")
+# The interpreter PYTHON names (resolved) and the one .venv was built with: naming another on the command line or in
+# the environment rebuilds .venv (make rebuilds nothing for the default python3, whatever built .venv).
+PYTHON_PATH = $(shell $(PYTHON) -c 'import os, sys; print(os.path.realpath(sys.executable))' 2>/dev/null)
+BUILT_WITH = $(shell cat $(VENV)/.built-with 2>/dev/null)
+VENV_STALE = $(if $(filter command environment,$(firstword $(origin PYTHON))),$(if $(wildcard $(VENV)),$(filter-out $(BUILT_WITH),$(PYTHON_PATH))))
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-nodeps.txt training/requirements.txt \
+		$(if $(VENV_STALE),FORCE)
+	$(if $(PYTHON_PROBLEM),$(error $(PYTHON_PROBLEM)))
+	$(if $(VENV_STALE),@echo "make: rebuilding $(VENV) with $(PYTHON_PATH) (built with $(or $(BUILT_WITH),an unrecorded Python))" && rm -rf $(VENV))
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements-dev.txt
 	$(PY) -m pip install -q --no-deps -r requirements-nodeps.txt
+	echo $(PYTHON_PATH) > $(VENV)/.built-with
 	touch $@
+
+.PHONY: FORCE
+FORCE:
 
 # checkov in its own environment: its pins conflict with requirements.txt's (see requirements-checkov.txt).
 $(CHECKOV_VENV)/.installed: requirements-checkov.txt | $(VENV)/.installed
@@ -98,7 +130,7 @@ $(HF_VENV)/.installed: requirements-hf.txt
 	touch $@
 
 node_modules/.installed: package.json package-lock.json
-	npm ci --no-audit --no-fund
+	npm ci  # quietly: .npmrc (loglevel=error, no update notifier, fund or audit notices)
 	touch $@
 
 clean: ## Remove cdk.out, build and runs (the local run's S3, EFS and jobs)

@@ -24,13 +24,16 @@ from cli.follow import Follower, execution_arn, follow, latest_execution
 from cli.invoke import error_message, invoke, request_body
 from cli.stage import caller_identity, stack_output, stack_outputs, stage_config, stage_session
 from cli.start import STATE_MACHINE_OUTPUT, execution_console_url, start
-from cli.validate import input_errors, modelled_speed
+from cli.validate import corpus_bucket, input_errors, modelled_speed
 from infra.plan_step.execution_input import CORPUS_SUFFIXES
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m cli", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--traceback", action="store_true", help="on an error this command does not explain, show Python's traceback"
     )
     commands = parser.add_subparsers(dest="command", required=True)
     validate_cmd = commands.add_parser("validate", help="check an execution input offline, every error at once")
@@ -56,6 +59,12 @@ def main(argv: list[str] | None = None) -> int:
         where.add_argument("--endpoint", help="endpoint name (the Deploy step's output)")
         if name == "generate":
             where.add_argument("--model", type=Path, help="a model.tar.gz here (runs/ of make run, or downloaded)")
+            gen.add_argument(
+                "--run-archive-code",
+                action="store_true",
+                help="with --model: run the archive's own code/inference.py and code/lib (only for an archive you "
+                "trust); by default this checkout's training/serving/inference.py serves it",
+            )
         gen.add_argument("--max-new-tokens", type=int, help="tokens to generate (default: the endpoint's, 64)")
         gen.add_argument("--temperature", type=float, help="> 0 samples; 0 or unset = greedy")
         gen.add_argument("--top-k", type=int, help="sample among the k most likely tokens")
@@ -65,19 +74,40 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return run(args)
-    except Exception as error:  # a known failure is one line that says what to do; anything else is a bug
+    except Exception as error:  # a known failure is one line that says what to do; anything else one line too
         message = user_message(error)
-        if message is None:
+        if message is None and args.traceback:
             raise
-        print(f"error: {message}", file=sys.stderr)
+        print(f"error: {message or unexpected(error)}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def unexpected(error: BaseException) -> str:
+    """The one line for an error no check explains: what it says, and how to see where it happened."""
+    text = " ".join(str(error).split())
+    text = text if len(text) <= 300 else text[:300] + " ..."
+    return (
+        f"{type(error).__name__}: {text} (not an error this command explains; python -m cli --traceback "
+        "... shows where it happened)"
+    )
 
 
 def run(args: argparse.Namespace, session: Any = None) -> int:
     if args.command == "validate":
         return _validate(args)
     if args.command == "generate" and args.model:
-        return _print_replies(generate_local(args.model, _body(args)))
+        if args.run_archive_code:
+            print(f"note: running {args.model}'s own code/inference.py and code/lib, as asked", file=sys.stderr)
+        else:
+            print(
+                f"note: {args.model}'s code/ is not run; this checkout's training/serving/inference.py serves it "
+                "(--run-archive-code runs the archive's own, for an archive you trust)",
+                file=sys.stderr,
+            )
+        return _print_replies(generate_local(args.model, _body(args), args.run_archive_code))
     session = session or stage_session(args.stage)
     if args.command == "check":
         print(f"AWS credentials: {caller_identity(args.stage, session)}")
@@ -114,7 +144,14 @@ def _validate(args: argparse.Namespace) -> int:
         print(f"{len(errors)} error(s) in {args.input}; the Plan step would refuse it", file=sys.stderr)
         return 1
     print(f"{args.input}: valid for stage {args.stage} (checked offline; the Plan step also checks the corpus exists)")
-    print(f"speed: {modelled_speed(raw, stage_config(args.stage))}")
+    config = stage_config(args.stage)
+    print(f"speed: {modelled_speed(raw, config)}")
+    bucket = corpus_bucket(raw)
+    if bucket and bucket not in config.source_buckets:
+        print(
+            f"note: corpus.s3_uri's bucket {bucket} was taken to be the stack's raw bucket (its name is known only "
+            "once deployed); the Plan step refuses it if it is not that bucket and not in the stage's source_buckets"
+        )
     return 0
 
 

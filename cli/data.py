@@ -2,15 +2,15 @@
 
 python -m cli outputs --stage dev
 python -m cli upload --stage dev ./my-corpus/ [--prefix pile/]    # then {"corpus": {"s3_uri": <printed>}}
-python -m cli generate --model runs/s3/.../model.tar.gz "def main("
+python -m cli generate --model runs/s3/.../model.tar.gz "def main(" [--run-archive-code]
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -19,10 +19,12 @@ from typing import Any
 from cli.errors import CommandError
 from cli.invoke import error_message
 from cli.stage import stack_output, stack_outputs
+from infra.archives import UnsafeArchive, extract
 from infra.plan_step.execution_input import CORPUS_SUFFIXES
 
 RAW_BUCKET_OUTPUT = "RawBucket"
 ROOT = Path(__file__).resolve().parent.parent
+SERVING_HOOKS = ROOT / "training" / "serving" / "inference.py"  # what an archive's code/inference.py is a copy of
 
 
 def describe_outputs(outputs: dict[str, str]) -> str:
@@ -67,14 +69,30 @@ def upload(session: Any, stage: str, path: Path, prefix: str, out=print) -> str:
     return f"s3://{bucket}/{prefix}"
 
 
-def generate_local(archive: Path, body: dict, python: str = sys.executable) -> list[dict]:
+def generate_local(
+    archive: Path, body: dict, run_archive_code: bool = False, python: str = sys.executable
+) -> list[dict]:
     """Serves ``body`` from a model.tar.gz as the endpoint would (``local/endpoint.py``, in its own process:
-    it imports TensorFlow); returns the reply or raises CommandError with the model's message."""
+    it imports TensorFlow); returns the reply or raises CommandError with the model's message.
+
+    Args:
+        archive: the model.tar.gz (unpacked with ``infra.archives.extract``: unsafe members are refused).
+        body: the request.
+        run_archive_code: serve through the archive's own ``code/`` (its inference.py and code/lib); by default
+            its code/ is set aside and this checkout's ``training/serving/inference.py`` serves it instead.
+        python: the interpreter of the endpoint process.
+    """
     if not archive.is_file():
         raise CommandError(f"{archive}: no such model archive (the Train step's model.tar.gz)")
     with tempfile.TemporaryDirectory() as folder:
-        with tarfile.open(archive) as tar:
-            tar.extractall(folder, filter="data")
+        try:
+            extract(archive, Path(folder))
+        except UnsafeArchive as error:
+            raise CommandError(f"refused: {error}") from None
+        if not run_archive_code:
+            shutil.rmtree(Path(folder) / "code", ignore_errors=True)
+            (Path(folder) / "code").mkdir()
+            shutil.copyfile(SERVING_HOOKS, Path(folder) / "code" / "inference.py")
         done = subprocess.run(
             [python, "-m", "local.endpoint", folder, json.dumps(body)], cwd=ROOT, capture_output=True, text=True
         )

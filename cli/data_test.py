@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import tarfile
 
 from botocore.stub import ANY
 
@@ -52,3 +54,43 @@ def test_generate_from_a_local_model_archive(model_dir, capsys):  # noqa: F811
     assert refused in capsys.readouterr().err
     assert main(["generate", "def", "--model", str(archive.parent / "none.tar.gz")]) == 1
     assert json.dumps("no such model archive")[1:-1] in capsys.readouterr().err
+
+
+def archive_with_hooks(folder, path, hooks: str):
+    """The model archive of ``folder`` with ``hooks`` as its code/inference.py."""
+    with tarfile.open(path, "w:gz") as tar:
+        for file in sorted(folder.rglob("*")):
+            if file.relative_to(folder).as_posix() != "code/inference.py":
+                tar.add(file, arcname=file.relative_to(folder).as_posix(), recursive=False)
+        data = hooks.encode()
+        info = tarfile.TarInfo("code/inference.py")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_generate_runs_an_archive_s_own_code_only_when_asked(model_dir, tmp_path, capsys):  # noqa: F811
+    marker = tmp_path / "the archive's code ran"
+    real = (model_dir / "code" / "inference.py").read_text()
+    future = "from __future__ import annotations\n"
+    hooks = f"{future}open({str(marker)!r}, 'w').close()\n{real.replace(future, '')}"
+    archive = archive_with_hooks(model_dir, tmp_path / "model.tar.gz", hooks)
+    argv = ["generate", "def main(", "--model", str(archive), "--max-new-tokens", "2", "--seed", "1"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("def main(") and not marker.exists()
+    assert "code/ is not run; this checkout's training/serving/inference.py serves it" in captured.err
+    assert main([*argv, "--run-archive-code"]) == 0
+    assert marker.exists()
+    assert "running" in capsys.readouterr().err
+
+
+def test_generate_refuses_an_archive_with_an_unsafe_member_in_one_line(tmp_path, capsys):
+    with tarfile.open(tmp_path / "model.tar.gz", "w:gz") as tar:
+        info = tarfile.TarInfo("code/lib/evil")
+        info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(info)
+    assert main(["generate", "def", "--model", str(tmp_path / "model.tar.gz")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: refused: ") and "'code/lib/evil' is a link" in err[-1]
+    assert "Traceback" not in "".join(err)

@@ -2,7 +2,7 @@
 
 A user who types ``python -m cli start`` without credentials, against a stack that is not deployed, or with an
 input file that is not JSON should read what to do, not a botocore traceback. ``user_message`` turns the errors
-we know into that line; anything else is a bug and keeps its traceback.
+we know into that line; anything else is one line too, with its type (``python -m cli --traceback`` shows where).
 """
 
 from __future__ import annotations
@@ -52,6 +52,8 @@ def user_message(error: BaseException) -> str | None:
         return f"AWS SDK error: {error}"
     if isinstance(error, ConfigError):
         return f"invalid configuration: {error}"
+    if isinstance(error, UnicodeDecodeError):
+        return f"the input is not UTF-8 text ({error}): save it as UTF-8 and try again"
     if isinstance(error, json.JSONDecodeError):
         return f"the input is not valid JSON ({error}): fix the file and try again"
     if isinstance(error, OSError) and error.filename:

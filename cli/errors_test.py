@@ -85,3 +85,32 @@ def test_check_names_the_account_in_use(monkeypatch, capsys):
     monkeypatch.setattr("boto3.Session", lambda **kwargs: session)
     assert main(["check"]) == 0
     assert capsys.readouterr().out == f"AWS credentials: account 123456789012, {arn}\n"
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (b'{"corpus": {"s3_uri": "/tmp/mycorpus/"}}', "error: corpus.s3_uri: '/tmp/mycorpus/' is not valid"),
+        (b'{"corpus": {"s3_uri": 123}}', "error: corpus.s3_uri: 123 is not valid"),
+        (b'{"corpus": "\xff\xfe"}', "error: the input is not UTF-8 text"),
+        (b"[" * 100_000 + b"]" * 100_000, "error: RecursionError: "),
+    ],
+    ids=["a local path", "a number", "not UTF-8", "nested 100,000 deep"],
+)
+def test_validate_says_what_is_wrong_with_any_input_in_lines_without_a_traceback(tmp_path, capsys, content, says):
+    (tmp_path / "input.json").write_bytes(content)
+    assert main(["validate", "--input", str(tmp_path / "input.json")]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.startswith(says), err
+
+
+def test_an_error_no_check_explains_is_one_line_with_its_type_and_traceback_shows_it(monkeypatch, capsys):
+    def broken(args, session=None):
+        raise KeyError("something nobody foresaw\nover two lines")
+
+    monkeypatch.setattr("cli.__main__.run", broken)
+    assert main(["status"]) == 1
+    line = one_line_error(capsys)
+    assert line.startswith("error: KeyError: ") and "python -m cli --traceback" in line
+    with pytest.raises(KeyError):
+        main(["--traceback", "status"])

@@ -69,11 +69,19 @@ def check_input(raw: Any, settings: StackSettings) -> None:
     check_hyperparameters(inp, request["HyperParameters"])
 
 
+def corpus_bucket(raw: Any) -> str | None:
+    """The bucket of ``corpus.s3_uri`` when it is an s3:// URI, else None."""
+    corpus = raw.get("corpus") if isinstance(raw, dict) else None
+    uri = corpus.get("s3_uri") if isinstance(corpus, dict) else None
+    return split_uri(uri)[0] or None if isinstance(uri, str) and uri.startswith("s3://") else None
+
+
 def input_errors(raw: Any, config: StageConfig) -> list[str]:
     """Every error of ``raw`` against the stage, one message each; an empty list when the Plan step would accept it
     (as far as can be told offline)."""
-    corpus = raw.get("corpus") if isinstance(raw, dict) else None
-    settings = offline_settings(config, corpus.get("s3_uri") if isinstance(corpus, dict) else None)
+    # A URI that is not s3:// names no bucket: the checks below say what is wrong with it, naming the field.
+    bucket = corpus_bucket(raw)
+    settings = offline_settings(config, f"s3://{bucket}/" if bucket else None)
     raw, errors = copy.deepcopy(raw), []
     while len(errors) < MAX_ERRORS:
         try:

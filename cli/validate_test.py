@@ -41,6 +41,9 @@ def test_the_estimate_checks_run_too_and_a_valid_input_passes(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "valid for stage dev" in out
     assert "\nspeed: modelled 36.9% MFU, " in out and " tokens/s (step " in out  # the plan's, labelled modelled
+    # Someone else's bucket cannot be told from the raw bucket offline: validate says what it assumed.
+    assert "note: corpus.s3_uri's bucket raw was taken to be the stack's raw bucket" in out
+    assert "the Plan step refuses it if it is not that bucket and not in the stage's source_buckets" in out
 
 
 def test_a_bad_tokenizer_source_is_refused_offline(tmp_path, capsys):

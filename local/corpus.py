@@ -1,4 +1,5 @@
-"""The sample corpus ``make run`` writes on first use, from text every Python installation has (no download).
+"""The sample corpus ``make run`` writes on first use, from text every Python installation has (no download), and
+a corpus of the user's own (``make run CORPUS=path``).
 
 Two kinds of documents, each with the ``meta.pile_set_name`` The Pile would give it:
 - ``Github``: the standard library's own source files;
@@ -9,10 +10,15 @@ of a few MB each, with two malformed lines; this module only chooses the texts a
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+from cli.data import corpus_files
+from local.folder_store import FolderStore
 from training.pile.sample_corpus import write_sample_corpus
 
 
@@ -36,3 +42,40 @@ def documents(max_bytes: int) -> Iterator[tuple[str, str]]:
 def write_corpus(folder: Path, total_mb: int = 24, files: int = 4) -> list[Path]:
     """Writes ``files`` zstd-compressed jsonl files holding about ``total_mb`` MB of text; returns their paths."""
     return write_sample_corpus(folder, documents(total_mb << 20), files)
+
+
+def own_corpus(path: Path, store: FolderStore, raw_bucket: str, most_instances: int) -> dict:
+    """A corpus of the user's own (``make run CORPUS=path``, a file or folder) in the local raw bucket, and the
+    execution input that reads it.
+
+    Its files, as ``cli upload`` takes them (``cli.data.corpus_files``: a CommandError for anything else), are
+    copied to ``s3://<raw bucket>/own/<dataset>/``, where the dataset's name is the corpus's name and a digest of
+    its files' names, sizes and times: the same files again reuse their dataset, changed ones make a new one.
+    Preprocessing gets as many instances as there are files, at most ``most_instances`` (each reads whole files).
+
+    Args:
+        path: the corpus file or folder.
+        store: the local object store.
+        raw_bucket: the stack's raw bucket.
+        most_instances: the default input's ``preprocessing.instance_count``.
+    """
+    files = corpus_files(path)
+    base = path if path.is_dir() else path.parent
+    relative = [f.relative_to(base).as_posix() for f in files]
+    digest = hashlib.sha256()
+    for name, file in zip(relative, files, strict=True):
+        stat = file.stat()
+        digest.update(f"{name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", path.resolve().name.split(".")[0]).strip("-_.")[:40] or "corpus"
+    dataset = f"own-{slug}-{digest.hexdigest()[:10]}"
+    uri = f"s3://{raw_bucket}/own/{dataset}/"
+    for name, file in zip(relative, files, strict=True):
+        target = store.path(uri + name)
+        if not target.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(file, target)
+    return {
+        "corpus": {"s3_uri": uri},
+        "dataset": {"name": dataset},
+        "preprocessing": {"instance_count": min(most_instances, len(files))},
+    }

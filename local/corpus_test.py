@@ -1,8 +1,11 @@
 import json
 
+import pytest
 import zstandard
 
-from local.corpus import write_corpus
+from cli.errors import CommandError
+from local.corpus import own_corpus, write_corpus
+from local.folder_store import FolderStore
 from training.pile.sample_corpus import MALFORMED
 
 
@@ -19,3 +22,30 @@ def test_corpus_is_pile_format_with_both_sources_and_two_malformed_lines(tmp_pat
     records = [json.loads(line) for line in lines if line not in MALFORMED]
     assert {r["meta"]["pile_set_name"] for r in records} == {"Pile-CC", "Github"}
     assert sum(len(r["text"].encode()) for r in records) >= 2 << 20
+
+
+def test_a_one_file_corpus_of_one_s_own_gets_one_preprocessing_instance_and_its_own_dataset(tmp_path):
+    (tmp_path / "notes.txt").write_text("my own words\n" * 100)
+    store = FolderStore(tmp_path / "s3")
+    first = own_corpus(tmp_path / "notes.txt", store, "raw", most_instances=2)
+    uri = first["corpus"]["s3_uri"]
+    assert uri.startswith("s3://raw/own/own-notes-") and first["dataset"]["name"] == uri.split("/")[-2]
+    assert first["preprocessing"] == {"instance_count": 1}
+    assert store.list(uri) == [(uri + "notes.txt", 1300)]
+    assert own_corpus(tmp_path / "notes.txt", store, "raw", 2) == first  # the same file: the same dataset
+    (tmp_path / "notes.txt").write_text("changed\n")
+    assert own_corpus(tmp_path / "notes.txt", store, "raw", 2)["dataset"] != first["dataset"]
+
+
+def test_a_folder_corpus_keeps_its_layout_and_at_most_the_default_instances(tmp_path):
+    folder = tmp_path / "my corpus"
+    (folder / "part").mkdir(parents=True)
+    for name in ("a.jsonl", "b.jsonl.gz", "part/c.txt"):
+        (folder / name).write_bytes(b"x")
+    corpus = own_corpus(folder, FolderStore(tmp_path / "s3"), "raw", most_instances=2)
+    assert corpus["dataset"]["name"].startswith("own-my-corpus-") and corpus["preprocessing"]["instance_count"] == 2
+    names = [u.rsplit("/own/", 1)[1].split("/", 1)[1] for u, _ in FolderStore(tmp_path / "s3").list("s3://raw/own/")]
+    assert names == ["a.jsonl", "b.jsonl.gz", "part/c.txt"]
+    (folder / "part" / "d.parquet").write_bytes(b"x")
+    with pytest.raises(CommandError, match=r"d.parquet: not a corpus file"):
+        own_corpus(folder, FolderStore(tmp_path / "s3"), "raw", 2)

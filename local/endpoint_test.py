@@ -5,8 +5,8 @@ import tarfile
 
 import pytest
 
+from infra.archives import extract
 from local.endpoint import LocalEndpoint, main
-from local.jobs.common import extract_archive
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +30,7 @@ def model_dir(tmp_path_factory):
     with tarfile.open(root / "model.tar.gz", "w:gz") as tar:
         for path in sorted((root / "export").rglob("*")):
             tar.add(path, arcname=path.relative_to(root / "export").as_posix(), recursive=False)
-    extract_archive(root / "model.tar.gz", root / "model")
+    extract(root / "model.tar.gz", root / "model")
     return root / "model"
 
 

@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from infra.archives import extract
 from local.folder_store import FolderStore
-from local.jobs.common import REPO_ROOT, extract_archive
+from local.jobs.common import REPO_ROOT
 from local.service_errors import ServiceError
 
 PROMPT = "def main("
@@ -25,7 +26,7 @@ def create_model(request: dict, store: FolderStore, hosting_dir: Path) -> dict:
     archive = store.path(request["PrimaryContainer"]["ModelDataUrl"])
     if not archive.is_file():
         raise ServiceError("ValidationException", f"{request['PrimaryContainer']['ModelDataUrl']} does not exist")
-    extract_archive(archive, hosting_dir / "models" / request["ModelName"])
+    extract(archive, hosting_dir / "models" / request["ModelName"])
     return {"ModelArn": f"arn:aws:sagemaker:local:000000000000:model/{request['ModelName']}"}
 
 

@@ -1,6 +1,6 @@
 """``make run``: synthesize the stack and run its state machine on this machine, end to end, no AWS account.
 
-    python -m local.run [--input my-input.json] [--execution-name NAME] [--stage dev] [--verbose]
+    python -m local.run [--input my-input.json] [--corpus PATH] [--execution-name NAME] [--stage dev] [--verbose]
                         [--inject-faults throttle,failed-job,lost-endpoint]
 
 1. ``cdk synth`` writes the template (cdk-nag included) and the assets, as for a deployment;
@@ -9,7 +9,9 @@
    run by a real ASL interpreter whose Task states call the local handlers (``local/tasks.py``);
 4. a summary: tokens, losses, where the model, tokenizer, checkpoints and a loss curve are.
 
-Any field of the execution input can be overridden with ``--input`` (``make run INPUT=file.json``);
+``--corpus PATH`` (``make run CORPUS=path``) trains on a file or folder of your own (``.jsonl``, ``.jsonl.zst``,
+``.jsonl.gz``, ``.txt``) instead of the sample. Any field of the execution input can be overridden with ``--input``
+(``make run INPUT=file.json``);
 give the same ``run_name`` again to resume a run from its last checkpoint; ``--interrupt-at-step N`` interrupts
 the (then spot) training job at step N as a spot reclaim does, and the job starts again from its checkpoints.
 The console shows each job's progress; its whole output, TensorFlow's and the SageMaker toolkit's logging
@@ -26,14 +28,16 @@ import argparse
 import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from cli.errors import user_message
+from cli.data import corpus_files
+from cli.errors import CommandError, user_message
 from infra.config import ConfigError, deep_merge, load_stage_config
-from local.corpus import write_corpus
+from local.corpus import own_corpus, write_corpus
 from local.faults import parse_kinds
 from local.folder_store import FolderStore
 from local.stack import LocalStack
@@ -55,9 +59,11 @@ def synthesize(stage: str, cdk_out: Path) -> str:
 
 
 def read_input(path: Path | None) -> dict:
-    """local/default-input.json with the given input over it (the run adds the sample corpus unless it names one)."""
-    data = json.loads(DEFAULT_INPUT.read_text())
-    return deep_merge(data, json.loads(path.read_text())) if path else data
+    """The input file's JSON object ({} without one); the run puts it over the corpus's and the default input."""
+    data = json.loads(path.read_text()) if path else {}
+    if not isinstance(data, dict):
+        raise ConfigError("input", type(data).__name__, f"a JSON object (see {DEFAULT_INPUT.name})")
+    return data
 
 
 def run(
@@ -70,16 +76,33 @@ def run(
     verbose: bool = False,
     faults: tuple[str, ...] = (),
     interrupt_at_step: int = 0,
+    corpus: Path | None = None,
 ) -> int:
+    """Runs the workflow on ``execution_input`` (the user's, put over the corpus's and local/default-input.json)."""
     cdk_out = runs / "cdk.out"
     name = synthesize(stage, cdk_out)
     stack = LocalStack.load(cdk_out, name)
     store = FolderStore(runs / "s3")
     stack.publish_assets(store)
-    sample_uri = f"s3://{stack.settings().raw_bucket}/sample/"
-    if not store.list(sample_uri):
-        paths = write_corpus(store.path(sample_uri), total_mb=corpus_mb)
-        print(f"Wrote a sample corpus of {len(paths)} jsonl.zst files to {sample_uri}", flush=True)
+    defaults = json.loads(DEFAULT_INPUT.read_text())
+    if corpus:
+        most = defaults["preprocessing"]["instance_count"]
+        corpus_input = own_corpus(corpus, store, stack.settings().raw_bucket, most)
+        count = len(store.list(corpus_input["corpus"]["s3_uri"]))
+        print(
+            f"Your corpus {corpus}: {count} file(s) at {corpus_input['corpus']['s3_uri']}, dataset "
+            f"{corpus_input['dataset']['name']}, {corpus_input['preprocessing']['instance_count']} preprocessing "
+            "instance(s)",
+            flush=True,
+        )
+    else:
+        sample = f"s3://{stack.settings().raw_bucket}/sample/"
+        corpus_input = {"corpus": {"s3_uri": sample}}
+        given = execution_input.get("corpus")
+        named = given.get("s3_uri") if isinstance(given, dict) else None
+        if named in (None, sample) and not store.list(sample):  # unless the input names a corpus of its own
+            paths = write_corpus(store.path(sample), total_mb=corpus_mb)
+            print(f"Wrote a sample corpus of {len(paths)} jsonl.zst files to {sample}", flush=True)
 
     execution_dir = runs / "executions" / execution_name
     execution_dir.mkdir(parents=True, exist_ok=True)
@@ -96,7 +119,7 @@ def run(
     )
     (execution_dir / "context.json").write_text(json.dumps(dataclasses.asdict(context), indent=2))
     (execution_dir / "definition.json").write_text(json.dumps(stack.definition(), indent=2))
-    execution_input = deep_merge({"corpus": {"s3_uri": sample_uri}}, execution_input)  # unless it names one
+    execution_input = deep_merge(deep_merge(defaults, corpus_input), execution_input)  # the user's input wins
     if interrupt_at_step:  # only a spot job is interrupted and started again
         execution_input = deep_merge(execution_input, {"training": {"spot": True}})
     (execution_dir / "input.json").write_text(json.dumps(execution_input, indent=2))
@@ -106,20 +129,52 @@ def run(
 
     started = time.time()
     env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
-    subprocess.run(
+    interpreter = subprocess.Popen(
         [str(NODE), str(ROOT / "local" / "run_state_machine.mjs"), str(execution_dir / "definition.json"),
          str(execution_dir / "input.json"), str(execution_dir / "context.json"), execution_name, str(result_path)],
-        cwd=ROOT, env=env, check=False,
+        cwd=ROOT, env=env,
     )  # fmt: skip
+    wait_through_ctrl_c(interpreter)
     result = json.loads(result_path.read_text())
+    if result["status"] == "ABORTED":
+        resume = execution_dir / "resume.json"
+        resume.write_text(json.dumps({**execution_input, "run_name": execution_input.get("run_name", execution_name)}))
+        print(resume_line(time.time() - started, resume), flush=True)
+        return 130
     print(summarize(result, store, execution_dir, time.time() - started), flush=True)
     return 0 if result["status"] == "SUCCEEDED" else 1
+
+
+def wait_through_ctrl_c(process: subprocess.Popen) -> int:
+    """Waits for ``process`` to end; a Ctrl-C (which the terminal sends it too, and it stops the execution as
+    StopExecution does) says so once and keeps waiting: nothing is left running when this returns."""
+    try:
+        return process.wait()
+    except KeyboardInterrupt:
+        print(
+            "\nCtrl-C: stopping the execution as a stop does on AWS (SIGTERM to the running job's hosts; training "
+            "checkpoints the step in flight) ...",
+            flush=True,
+        )
+        signal.signal(signal.SIGINT, lambda *_: None)  # a second Ctrl-C leaves no host behind (no-op: not SIG_IGN,
+        # under which a Ctrl-C already pending raises OSError)
+        return process.wait()
+
+
+def resume_line(seconds: float, resume: Path) -> str:
+    """The one line an interrupted run ends with: how to go on from where it stopped."""
+    shown = resume.relative_to(ROOT) if resume.is_relative_to(ROOT) else resume
+    return (
+        f"Interrupted after {seconds:.0f} s. Resume it with: make run INPUT={shown} (the same run_name: training "
+        "goes on from its last checkpoint, finished preprocessing is reused)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stage", default="dev")
     parser.add_argument("--input", type=Path, help="JSON merged over local/default-input.json")
+    parser.add_argument("--corpus", type=Path, help="a corpus file or folder of your own (default: the sample)")
     parser.add_argument("--execution-name", default=time.strftime("local-%Y%m%d-%H%M%S"))
     parser.add_argument("--runs", type=Path, default=ROOT / "runs", help="where the local S3, EFS and jobs live")
     parser.add_argument("--corpus-mb", type=int, default=24, help="size of the sample corpus written on first use")
@@ -149,9 +204,19 @@ def main(argv: list[str] | None = None) -> int:
         context = json.loads((ROOT / "cdk.json").read_text())["context"]
         load_stage_config({**context, "stage": args.stage})
         execution_input = read_input(args.input)
-    except (ConfigError, OSError, ValueError) as error:
+        if args.corpus:
+            corpus_files(args.corpus)  # what it would copy, refused now if it is not a corpus
+    except (ConfigError, CommandError, OSError, ValueError) as error:
         print(f"error: {user_message(error) or error}", file=sys.stderr)
         return 2
+    try:
+        return _run(args, execution_input)
+    except KeyboardInterrupt:  # during the synth or the sample corpus, before the execution: nothing to stop
+        print("\nInterrupted before the execution started: nothing ran, nothing to resume", file=sys.stderr)
+        return 130
+
+
+def _run(args: argparse.Namespace, execution_input: dict) -> int:
     return run(
         args.stage,
         execution_input,
@@ -162,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         args.verbose,
         args.inject_faults,
         args.interrupt_at_step,
+        args.corpus,
     )
 
 

@@ -9,6 +9,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { StateMachine } from 'aws-local-stepfunctions';
 
+// aws-local-stepfunctions 3.0.0 removes every backslash from an intrinsic function's string result
+// (BaseIntrinsicFunction.call: `result.replaceAll("\\", "")`), meant to undo the escapes of a template literal
+// but applied to the values in it too: a JSON-encoded cause passed through States.Format or States.JsonToString
+// loses its escapes ("in main\n    answer" -> "in mainn    answer", quotes unescaped). Step Functions unescapes the
+// literal only, and this project's templates hold no backslash, so that one call keeps the string as it is.
+const replaceAll = String.prototype.replaceAll;
+String.prototype.replaceAll = function (pattern, replacement) {
+  return pattern === '\\' && replacement === '' ? String(this) : replaceAll.call(this, pattern, replacement);
+};
+
 const [definitionPath, inputPath, contextPath, executionName, resultPath] = process.argv.slice(2);
 const definition = JSON.parse(readFileSync(definitionPath, 'utf8'));
 const input = JSON.parse(readFileSync(inputPath, 'utf8'));
@@ -23,6 +33,24 @@ const stopAll = () => {
   running.forEach((child) => child.kill('SIGTERM'));
 };
 process.on('exit', stopAll);
+
+// Ctrl-C (SIGINT to the terminal's process group) or a SIGTERM: the execution is stopped as StopExecution stops
+// one. Each running task process stops its job as SageMaker does (SIGTERM to the hosts: training checkpoints the
+// step in flight); once every one has ended, the result says ABORTED and the interpreter exits.
+let interrupted = false;
+const interrupt = (signal) => {
+  if (interrupted) return;
+  interrupted = true;
+  stopAll();
+  const whenStopped = setInterval(() => {
+    if (running.size) return;
+    clearInterval(whenStopped);
+    writeFileSync(resultPath, JSON.stringify({ status: 'ABORTED', error: 'Interrupted', cause: `by ${signal}` }));
+    process.exit(130);
+  }, 100);
+};
+process.on('SIGINT', interrupt);
+process.on('SIGTERM', interrupt);
 
 class TaskError extends Error {
   constructor(error, cause) {
@@ -112,6 +140,7 @@ try {
   stopAll();
   writeFileSync(resultPath, JSON.stringify({ status: 'SUCCEEDED', output }, null, 2));
 } catch (error) {
+  if (interrupted) await new Promise(() => {}); // the interrupt writes the result once the tasks have stopped
   stopAll();
   const failure = error.cause ?? error; // the execution's error and cause, as DescribeExecution reports them
   writeFileSync(resultPath, JSON.stringify({ status: 'FAILED', error: failure.name, cause: failure.message }, null, 2));

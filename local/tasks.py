@@ -132,11 +132,20 @@ def as_step_functions_error(error: Exception, resource: str) -> dict[str, str]:
 
 
 def _stop(signum: int, frame: Any) -> None:
-    raise SystemExit(f"stopped by signal {signum}")  # unwinds run_hosts, which stops the job's hosts
+    """SIGTERM from the interpreter, or Ctrl-C's SIGINT: unwinds run_hosts, which stops the job's hosts as SageMaker
+    does. Once: the other of the two, arriving while the hosts stop, must not cut their stop short."""
+    for stop in (signal.SIGTERM, signal.SIGINT):  # a no-op, not SIG_IGN: one already pending would raise OSError
+        signal.signal(stop, _already_stopping)
+    raise SystemExit(128 + signum)
+
+
+def _already_stopping(signum: int, frame: Any) -> None:
+    """The second stop signal, while run_hosts stops the hosts: nothing more to do."""
 
 
 def main(handler: Callable[[RunContext, str, Any], Any] = handle) -> int:
     signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
     context_path, result_path = sys.argv[1], sys.argv[2]
     request = json.load(sys.stdin)
     context = RunContext.read(context_path)

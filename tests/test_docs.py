@@ -71,3 +71,44 @@ def test_the_readme_is_a_first_page_that_links_every_page_of_docs():
     assert len(readme.splitlines()) < 200
     linked = {(ROOT / target.partition("#")[0]).resolve() for target in LINK.findall(prose(readme))}
     assert sorted(p.name for p in ROOT.glob("docs/*.md") if p.resolve() not in linked) == []
+
+
+GENERATED = {"infra/plan_step/settings.json"}  # written into the Plan function's bundle at synth
+CODE_PATH = re.compile(r"`((?:training|infra|local|cli|tests|bench)/[\w./-]+\.(?:py|json|mjs|md|txt|sh))`")
+
+
+def test_every_file_the_pages_name_in_code_is_in_the_repository():
+    """e.g. docs/configuration.md named training/gpt/presets.json after it moved to training/contract/."""
+    missing = [
+        f"{page.relative_to(ROOT)}: {path}"
+        for page in PAGES
+        for path in CODE_PATH.findall(page.read_text(encoding="utf-8"))
+        if path not in GENERATED and not (ROOT / path).exists() and not (page.parent / path).exists()
+    ]
+    assert missing == []
+
+
+def test_the_training_readme_gives_each_hyperparameter_the_schema_s_default():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "training"))
+    from contract import hparams
+
+    rows = re.findall(r"^\| `(\w+)` \| ([^|]*) \|", (ROOT / "training" / "README.md").read_text(), re.M)
+    documented = {name: cell.split(" (")[0].strip() for name, cell in rows if name in hparams.BY_NAME}
+    assert len(documented) > 40
+
+    def agrees(cell: str, default) -> bool:
+        if isinstance(default, float):
+            return float(cell.split()[0]) == default
+        return cell == {None: "unset", "": '""'}.get(default, str(default))
+
+    wrong = {name: cell for name, cell in documented.items() if not agrees(cell, hparams.BY_NAME[name].default)}
+    assert wrong == {}
+
+
+def test_the_cost_page_quotes_the_estimate_s_price():
+    from infra.instances import INSTANCE_TYPES
+
+    price = INSTANCE_TYPES["ml.p4d.24xlarge"].price_per_hour
+    assert f"ml.p4d.24xlarge is about ${price:.2f} an hour on demand" in (ROOT / "docs" / "cost.md").read_text()

@@ -75,9 +75,15 @@ def late_problem(result: Estimate, spot: bool, limit: int) -> str | None:
         f"{result.modelled_mfu:.1%} MFU, modelled) + "
         f"{margin(spot):.0%} for checkpoints{' and spot restarts' if spot else ''} + "
         f"{START_UP_HOURS} h start-up. SageMaker would stop the job unfinished after about "
-        f"${limit * inputs.instance_count * inputs.instance.price_per_hour:,.0f} on demand. "
+        f"{dollars(limit * inputs.instance_count * inputs.instance.price_per_hour)} on demand "
+        f"({limit} h x {inputs.instance_count} x ${inputs.instance.price_per_hour:,.2f}/h). "
         f"Set {'; or '.join(fixes)}."
     )
+
+
+def dollars(amount: float) -> str:
+    """``$27,390``, or with cents below $100 (``$0.46``: two small instances for an hour, not ``$0``)."""
+    return f"${amount:,.0f}" if amount >= 100 else f"${amount:,.2f}"
 
 
 def _instances_that_fit(result: Estimate, spot: bool, limit: float) -> int | None:

@@ -35,3 +35,16 @@ def test_stage_parameters_add_up_to_the_model():
     assert stage_layers(shape, 50_257, 2048, 4) == [4, 7, 7, 6]
     assert sum(counts) == shape.parameters(50_257, 2048)
     assert [round(c / 1e6, 1) for c in counts] == [308.6, 352.5, 352.5, 302.2]
+
+
+def test_the_cost_of_a_run_stopped_unfinished_is_in_cents_when_small():
+    from infra.estimate.runtime import dollars
+
+    # the local run's 2 x ml.m5.xlarge for its 1 h: the "$0 on demand"
+    assert [dollars(x) for x in (2 * 0.23, 9.999, 99.5, 100, 27_390.4)] == [
+        "$0.46",
+        "$10.00",
+        "$99.50",
+        "$100",
+        "$27,390",
+    ]

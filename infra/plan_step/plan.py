@@ -110,6 +110,11 @@ def check_hyperparameters(inp: WorkflowInput, encoded: dict[str, str]) -> None:
             hparams.check_hyperparameters({name: json.loads(text)})
         except hparams.HyperparameterError as error:
             raise InputError(f"{field}: {error.value!r} is not valid; expected {error.expected}") from error
+    train = inp.training
+    try:  # the schedule the hyperparameters make: a warm-up as long as the run is refused
+        recipe_for(train.model_preset, train.global_batch_tokens, train.train_tokens, inp.hyperparameters)
+    except training_module("recipe").RecipeError as error:
+        raise InputError(f"hyperparameters.{error}") from error
 
 
 def _corpus_files(settings: StackSettings, inp: WorkflowInput, store: ObjectStore) -> list[tuple[str, int]]:

@@ -210,6 +210,7 @@ def test_a_run_that_cannot_finish_in_its_max_run_hours_is_refused_naming_both_an
     message = str(error.value)
     assert message.startswith("training.max_run_hours: the run needs about 303 h but training.max_run_hours is 24")
     assert "Set training.max_run_hours = 303 (SageMaker allows up to 672); or training.train_tokens = 7.7B" in message
+    assert "unfinished after about $" in message and "$0 " not in message
     assert not store.list("s3://datasets-bucket/inputs/")  # refused before the one write
     raw["training"]["max_run_hours"] = 303
     assert plan_execution(raw, "e", settings, store)["requests"]["training"]["StoppingCondition"] == {
@@ -226,3 +227,15 @@ def test_tokenizer_sample_bytes_takes_every_size_preprocessing_reads():
         except argparse.ArgumentTypeError:
             reads = False
         assert bool(re.fullmatch(SIZE, text)) == reads, text
+
+
+def test_a_run_shorter_than_its_warm_up_warms_up_over_half_of_it_and_says_so(settings, store):
+    # dev's gpt3-125m at 4,096 tokens a step for 250 steps: the recipe's 375 M tokens would be 91,553 warm-up steps
+    training = {"global_batch_tokens": 4_096, "train_tokens": 4_096 * 250, "sequence_length": 128}
+    raw = {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "training": training}
+    recipe = plan_execution(raw, "exec", settings, store)["summary"]["recipe"]
+    assert (recipe["warmup_steps"], recipe["decay_steps"]) == (125, 250)
+    assert any(d.startswith("warm-up 125 steps, half the run's 250") for d in recipe["departures"])
+    raw["hyperparameters"] = {"warmup_steps": 300}
+    with pytest.raises(InputError, match=r"^hyperparameters.warmup_steps: 300 steps is not shorter than the run's 250"):
+        plan_execution(raw, "exec", settings, store)

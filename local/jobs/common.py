@@ -9,7 +9,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tarfile
 import threading
 import time
 from collections.abc import Callable
@@ -70,12 +69,6 @@ def upload_folder(store: FolderStore, folder: Path, uri: str) -> None:
         shutil.copyfile(path, target)
 
 
-def extract_archive(archive: Path, dest: Path) -> None:
-    dest.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(archive, "r:gz") as tar:
-        tar.extractall(dest, filter="data")
-
-
 def container_command(entrypoint: list[str], arguments: list[str]) -> list[str]:
     """What a container runs (ContainerEntrypoint + ContainerArguments), the image's files named as they are here."""
     return [IMAGE_FILES.get(part, part) for part in [*entrypoint, *arguments]]
@@ -121,7 +114,7 @@ def run_hosts(
     """
     log_dir.mkdir(parents=True, exist_ok=True)
     processes = {}
-    threads = []
+    threads, consoles = [], []
     with namespaces.hosts([host.name for host in hosts], log_dir.parent, fallback) as launcher:
         try:
             for host in hosts:
@@ -130,11 +123,16 @@ def run_hosts(
                     stderr=subprocess.STDOUT, text=True, bufsize=1,
                 )  # fmt: skip
                 log = log_dir / f"{host.name}.log"
-                thread = threading.Thread(target=_pump, args=(processes[host.name], host, log, echo), daemon=True)
+                consoles.append(ConsoleFilter(echo))
+                thread = threading.Thread(
+                    target=_pump, args=(processes[host.name], host, log, consoles[-1]), daemon=True
+                )
                 thread.start()
                 threads.append(thread)
             codes = _wait(processes, interrupt)
         finally:  # a failed host, or this job stopped (a timeout, Ctrl-C): no host outlives the job
+            for console in consoles:
+                console.stopping = True
             _stop(launcher, list(processes.values()), grace_seconds)
     codes.update({name: process.returncode for name, process in processes.items()})
     for thread in threads:
@@ -168,8 +166,7 @@ def _stop(launcher: namespaces.Namespaces | namespaces.Plain, processes: list[su
         process.wait()
 
 
-def _pump(process: subprocess.Popen, host: Host, log: Path, echo: Echo) -> None:
-    console = ConsoleFilter(echo)
+def _pump(process: subprocess.Popen, host: Host, log: Path, console: ConsoleFilter) -> None:
     with log.open("w") as out:
         for line in process.stdout:
             host.lines.append(line)

@@ -33,6 +33,12 @@ NOISE = re.compile(
         ]
     )
 )
+# Once a host is being stopped (SIGTERM, as a stop does on AWS), the toolkit reports the exit that follows (143)
+# as a failure of the user script: expected, so not shown; the job's own lines, [stopped] included, still are.
+STOP_REPORT = re.compile(
+    r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} sagemaker[\w.-]* +ERROR |ExecuteUserScriptError:$|ExitCode 143$"
+    r'|ErrorMessage ""$|Command "'
+)
 DUMP_START = "Training Env:"  # the toolkit's "Invoking user script" message: its environment, then the command
 DUMP_COMMAND = "Invoking script with the following command:"
 
@@ -42,6 +48,7 @@ class ConsoleFilter:
 
     def __init__(self, echo: Echo = "progress") -> None:
         self.echo = echo
+        self.stopping = False  # set when the host is sent SIGTERM
         self._in_dump = False
         self._command_next = False
 
@@ -57,4 +64,4 @@ class ConsoleFilter:
             elif text == DUMP_COMMAND:
                 self._command_next = True
             return False
-        return not NOISE.match(text)
+        return not NOISE.match(text) and not (self.stopping and STOP_REPORT.match(text))

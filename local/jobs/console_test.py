@@ -62,3 +62,20 @@ def test_progress_shows_the_jobs_own_lines_and_errors_only():
 def test_all_and_none():
     assert all(ConsoleFilter("all").shows(line) for line in LINES)
     assert not any(ConsoleFilter("none").shows(line) for line in LINES)
+
+
+def test_a_stopped_host_s_exit_report_is_not_shown_but_its_own_lines_are():
+    report = [
+        "2026-12-02 06:38:56,134 sagemaker-training-toolkit ERROR    Reporting training FAILURE",
+        "2026-12-02 06:38:56,134 sagemaker-training-toolkit ERROR    ExecuteUserScriptError:",
+        "ExitCode 143",
+        'ErrorMessage ""',
+        'Command "/usr/bin/python3 -- train.py --max_steps 250"',
+        "2026-12-02 06:38:56,134 sagemaker-training-toolkit ERROR    Encountered exit_code 1",
+    ]
+    console = ConsoleFilter()
+    assert all(console.shows(line) for line in report)  # a failure while running: every line of it
+    console.stopping = True
+    assert not any(console.shows(line) for line in report)
+    assert console.shows("[stopped] step=110 checkpointed 0.74 s after SIGTERM")
+    assert console.shows("Traceback (most recent call last):")

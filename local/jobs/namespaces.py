@@ -85,7 +85,7 @@ class Namespaces:
         user = USER_NAMESPACE if mode == "user" else []
         # The switch's namespaces are held by a process that ends when this one closes its stdin (or dies).
         holder = [tool("unshare"), *user, "--net", "--", "cat"]
-        self.switch = subprocess.Popen(holder, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+        self.switch = subprocess.Popen(holder, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True)
         _wait_for(lambda: Path(f"/proc/{self.switch.pid}/comm").read_text().strip() == "cat", self.switch)
         self._in(self.switch.pid, "ip", "link", "add", "br0", "type", "bridge")
         self._in(self.switch.pid, "ip", "link", "set", "br0", "up")
@@ -103,8 +103,11 @@ class Namespaces:
     def start(self, name: str, argv: list[str], **popen: object) -> subprocess.Popen:
         """Starts ``argv`` as PID 1 of host ``name``'s namespaces, once its network is wired."""
         gate = ["sh", "-c", GATE, tool("mount"), str(self.hosts_file)]
-        process = subprocess.Popen(
-            [*self._user(), tool("unshare"), *HOST_NAMESPACES, "--", *gate, *argv], stdin=subprocess.PIPE, **popen
+        process = subprocess.Popen(  # a session of its own: a Ctrl-C at the terminal is not a signal to the host
+            [*self._user(), tool("unshare"), *HOST_NAMESPACES, "--", *gate, *argv],
+            stdin=subprocess.PIPE,
+            start_new_session=True,
+            **popen,
         )
         _wait_for(lambda: pid1(process) is not None, process)
         number = self.names.index(name) + 1

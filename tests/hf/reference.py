@@ -20,13 +20,12 @@ import argparse
 import json
 import shutil
 import sys
-import tarfile
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "training"))
+sys.path[:0] = [str(ROOT / "training"), str(ROOT)]  # run as a script: the training package and infra/
 TEXTS = [
     "Hello, world! The quick brown fox jumps over the lazy dog.",
     "def f(x):\n    return x ** 2  # squares\n\n\n\tindented\r\n  trailing  ",
@@ -71,12 +70,6 @@ def make_model_folder(model_dir: Path) -> None:
     export_hf(copy, model_dir / HF_DIR, tokenizer_path, dropout=model.dropout)
 
 
-def unpack(archive: Path, model_dir: Path) -> None:
-    model_dir.mkdir(parents=True)
-    with tarfile.open(archive) as tar:
-        tar.extractall(model_dir, filter="data")
-
-
 def write_reference(folder: Path) -> None:
     import tensorflow as tf
     from tokenizers import Tokenizer
@@ -103,9 +96,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("folder", type=Path)
     parser.add_argument("--archive", type=Path, help="a training job's model.tar.gz (make run's: runs/s3/...)")
     args = parser.parse_args(argv)
+    from infra.archives import extract
+
     shutil.rmtree(args.folder, ignore_errors=True)
     if args.archive:
-        unpack(args.archive, args.folder / "model")
+        extract(args.archive, args.folder / "model")
     else:
         make_model_folder(args.folder / "model")
     write_reference(args.folder)

@@ -73,24 +73,45 @@ class Verdict:
         return {True: "ok", False: "PROBLEM", None: "n/a"}[self.ok]
 
 
-def loss_drop_percent(steps: list[int], losses: list[float], window_steps: int) -> float | None:
-    """Relative fall (%) of the mean loss of the last ``window_steps`` against the ``window_steps`` before.
+def loss_windows(
+    steps: list[int], losses: list[float], window_steps: int
+) -> tuple[list[tuple[int, float]], list[tuple[int, float]]] | None:
+    """The (step, loss) log points compared: the last ``window_steps`` and the ``window_steps`` before them.
 
-    With fewer steps than two windows, the run's second half against its first; None below 2 points.
+    With fewer steps than two windows, the run's second half and its first; None below 2 points.
     """
     if len(losses) < 2:
         return None
-    last = steps[-1]
+    points, last = list(zip(steps, losses, strict=True)), steps[-1]
     if last - steps[0] >= 2 * window_steps:
-        newer = [loss for s, loss in zip(steps, losses, strict=True) if s > last - window_steps]
-        older = [
-            loss for s, loss in zip(steps, losses, strict=True) if last - 2 * window_steps < s <= last - window_steps
-        ]
-    else:
-        half = len(losses) // 2
-        older, newer = losses[:half], losses[half:]
-    before = statistics.fmean(older)
-    return 100.0 * (before - statistics.fmean(newer)) / before if before else None
+        return (
+            [p for p in points if last - 2 * window_steps < p[0] <= last - window_steps],
+            [p for p in points if p[0] > last - window_steps],
+        )
+    half = len(points) // 2
+    return points[:half], points[half:]
+
+
+def loss_drop_percent(steps: list[int], losses: list[float], window_steps: int) -> float | None:
+    """Relative fall (%) of the mean loss of the newer window against the older (``loss_windows``)."""
+    windows = loss_windows(steps, losses, window_steps)
+    if windows is None:
+        return None
+    before, after = (statistics.fmean(loss for _, loss in window) for window in windows)
+    return 100.0 * (before - after) / before if before else None
+
+
+def _loss_fall(steps: list[int], losses: list[float], window_steps: int, drop: float, threshold: float) -> str:
+    """The loss verdict's figures: what the percentage is of, and the means it is computed from."""
+    older, newer = loss_windows(steps, losses, window_steps)
+
+    def mean(window: list[tuple[int, float]]) -> str:
+        return f"{statistics.fmean(loss for _, loss in window):.3f} (log lines of steps {window[0][0]}-{window[-1][0]})"
+
+    return (
+        f"mean loss fell {drop:.2f}% from {mean(older)} to {mean(newer)} (threshold {threshold:g}%; "
+        f"{losses[0]:.3f} at the first log line, {losses[-1]:.3f} at the last)"
+    )
 
 
 def _steady(windows: list[Window]) -> list[Window]:
@@ -115,7 +136,8 @@ def verdicts(
     sync_pct = 100 * statistics.fmean(w.sync_share for w in steady)
     split = f"input wait {input_pct:.0f}%, compute {compute_pct:.0f}%, synchronisation {sync_pct:.0f}% of step time"
     mfu = statistics.fmean(w.mfu for w in steady)
-    drop = loss_drop_percent([w.step for w in windows], [w.loss for w in windows], rules.loss_window_steps)
+    steps, losses = [w.step for w in windows], [w.loss for w in windows]
+    drop = loss_drop_percent(steps, losses, rules.loss_window_steps)
     skipped = sum(w.skipped for w in windows)
     shares = [w.memory_share for w in windows if w.memory_share is not None]
     peak_gb = max(w.peak_memory_gb for w in windows)
@@ -140,9 +162,7 @@ def verdicts(
             None if drop is None else drop >= rules.loss_min_drop_percent,
             "too few log lines"
             if drop is None
-            else f"loss fell {drop:.2f}% over the last window (threshold "
-            f"{rules.loss_min_drop_percent:g}%; {windows[0].loss:.3f} at the first log line, {windows[-1].loss:.3f} "
-            "at the last)",
+            else _loss_fall(steps, losses, rules.loss_window_steps, drop, rules.loss_min_drop_percent),
             "check the learning rate (is it 0 or tiny?) and its warm-up, that the data is not a repeat of a few "
             "records, and that the gradient norm is not clipped to nothing",
         ),

@@ -2,7 +2,9 @@
 
     peak        the preset's peak_lr (gpt3-1.3b: 2.0e-4), or ``learning_rate``; scaled by
                 global batch / ``lr_reference_tokens`` only when that is given (linear scaling rule)
-    warm-up     the preset's warmup_tokens / global batch steps (375 M / 1,048,576 = 358), or ``warmup_steps``
+    warm-up     the preset's warmup_tokens / global batch steps (375 M / 1,048,576 = 358), at most half the run's
+                max_steps (a run shorter than twice its preset's warm-up would otherwise end before, or soon after,
+                the learning rate peaks), or ``warmup_steps``, which must be shorter than the run
     decay       cosine to 10% at the preset's decay_tokens / global batch steps (260 B / 1,048,576 = 247,955),
                 at most the run's max_steps (a shorter run decays over its own length), or ``decay_steps``
 
@@ -17,6 +19,10 @@ from __future__ import annotations
 import dataclasses
 import math
 from typing import Protocol
+
+
+class RecipeError(ValueError):
+    """An explicit override the run cannot follow (a warm-up as long as the run): the message names the field."""
 
 
 class RecipeSource(Protocol):
@@ -53,7 +59,8 @@ def run_recipe(
     warmup_steps: int | None = None,
     decay_steps: int | None = None,
 ) -> Recipe:
-    """The recipe of ``preset`` at this global batch and run length, with explicit overrides applied."""
+    """The recipe of ``preset`` at this global batch and run length, with explicit overrides applied; RecipeError
+    when ``warmup_steps`` is not shorter than ``max_steps`` (the learning rate would never reach its peak)."""
     source = f"{preset.name}'s recipe"
     departures = []
     if global_batch_tokens != preset.batch_tokens:
@@ -65,7 +72,18 @@ def run_recipe(
         departures.append(f"peak learning rate {peak:.3g} ({source}: {preset.peak_lr:.3g})")
     recipe_warmup = round(preset.warmup_tokens / global_batch_tokens)
     if warmup_steps is None:
-        warmup_steps = recipe_warmup
+        warmup_steps = min(recipe_warmup, max_steps // 2)
+        if warmup_steps < recipe_warmup:
+            departures.append(
+                f"warm-up {warmup_steps:,} steps, half the run's {max_steps:,} ({source}: {preset.warmup_tokens:,} "
+                f"tokens = {recipe_warmup:,} steps, longer than that)"
+            )
+    elif warmup_steps >= max_steps > 0:
+        raise RecipeError(
+            f"warmup_steps: {warmup_steps:,} steps is not shorter than the run's {max_steps:,}, so the learning rate "
+            f"would never reach its peak ({peak:.3g}); give fewer (e.g. {max_steps // 2:,}, half the run) or leave it "
+            f"unset ({source}'s, at most half the run)"
+        )
     elif warmup_steps != recipe_warmup:
         departures.append(
             f"warm-up {warmup_steps:,} steps ({source}: {preset.warmup_tokens:,} tokens = {recipe_warmup:,})"

@@ -1,7 +1,7 @@
 import pytest
 
 from contract.presets import get_preset
-from contract.recipe import run_recipe
+from contract.recipe import RecipeError, run_recipe
 
 
 def test_the_paper_recipe_has_no_departures():
@@ -33,3 +33,23 @@ def test_explicit_overrides_are_departures():
     )
     assert recipe.peak_lr == pytest.approx(6e-4)  # 3e-4 x 524,288 / 262,144
     assert [d.split(" (")[0] for d in recipe.departures] == ["warm-up 10 steps", "decay over 1,000 steps"]
+
+
+def test_a_run_shorter_than_its_preset_s_warm_up_warms_up_over_half_of_it():
+    # the local run with gpt3-125m: 375 M tokens / 4,096 a step = 91,553 warm-up steps, in a 250-step run
+    recipe = run_recipe(get_preset("gpt3-125m"), global_batch_tokens=4_096, max_steps=250)
+    assert (recipe.warmup_steps, recipe.decay_steps) == (125, 250)
+    assert "warm-up 125 steps, half the run's 250 (gpt3-125m's recipe: 375,000,000 tokens = 91,553 steps" in (
+        recipe.describe()
+    )
+
+
+def test_a_warm_up_that_fits_in_half_the_run_is_the_preset_s():
+    recipe = run_recipe(get_preset("gpt3-1.3b"), global_batch_tokens=1_048_576, max_steps=716)
+    assert recipe.warmup_steps == 358 and not [d for d in recipe.departures if d.startswith("warm-up")]
+
+
+def test_an_explicit_warm_up_as_long_as_the_run_is_refused_naming_the_field():
+    with pytest.raises(RecipeError, match=r"^warmup_steps: 250 steps is not shorter than the run's 250"):
+        run_recipe(get_preset("small"), global_batch_tokens=4_096, max_steps=250, warmup_steps=250)
+    assert run_recipe(get_preset("small"), global_batch_tokens=4_096, max_steps=250, warmup_steps=249).warmup_steps

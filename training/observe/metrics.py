@@ -1,6 +1,7 @@
 """Log lines that CloudWatch metric definitions parse, and model FLOPs utilisation.
 
-    [train] step=120 loss=4.1234 ppl=61.80 lr=3.000e-04 tokens_per_sec=1234.5 mfu=0.0123
+    [train] step=120 loss=4.1234 ppl=61.80 lr=3.000e-04 tokens_per_sec=1234.5 mfu=0.0123 | step 120 of 250, 2 min 10 s
+            left   (after the metrics, for people: the steps since the first at their pace so far)
     [valid] step=120 val_loss=4.2000 val_loss_se=0.0310 val_ppl=66.69 sequences=256
     [valid_split] step=250 val_loss=4.1500 val_loss_se=0.0120 val_ppl=63.43 sequences=1122  (whole split, at the end)
     [health] step=120 input_wait_pct=38.2 compute_pct=55.1 sync_pct=6.7 step_s=0.512 grad_norm=1.23 skipped=0 ...
@@ -42,11 +43,27 @@ def perplexity(loss: float) -> float:
     return math.exp(min(loss, 700.0))
 
 
-def train_line(step: int, loss: float, lr: float, tokens_per_sec: float, mfu: float) -> str:
-    return (
+def train_line(
+    step: int, loss: float, lr: float, tokens_per_sec: float, mfu: float, max_steps: int = 0, seconds_left: float = -1
+) -> str:
+    """The metrics, then for people ``| step N of M, T left`` (T: ``seconds_left``, when it is known)."""
+    line = (
         f"[train] step={step} loss={loss:.4f} ppl={perplexity(loss):.2f} lr={lr:.3e} "
         f"tokens_per_sec={tokens_per_sec:.1f} mfu={mfu:.4f}"
     )
+    if max_steps:
+        line += f" | step {step} of {max_steps}" + (f", {duration(seconds_left)} left" if seconds_left >= 0 else "")
+    return line
+
+
+def duration(seconds: float) -> str:
+    """``45 s``, ``2 min 10 s``, ``3 h 05 min``: a time left as people read it."""
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
 @dataclasses.dataclass(frozen=True)

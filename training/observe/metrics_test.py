@@ -14,7 +14,15 @@ import pytest
 from contract.health import Window
 
 from observe.heartbeat import Heartbeat
-from observe.metrics import Evaluation, health_line, model_flops_utilisation, perplexity, train_line, valid_line
+from observe.metrics import (
+    Evaluation,
+    duration,
+    health_line,
+    model_flops_utilisation,
+    perplexity,
+    train_line,
+    valid_line,
+)
 from observe.observer import health_fields
 
 DEFINITIONS_FILE = Path(__file__).resolve().parents[2] / "infra" / "plan_step" / "metric_definitions.py"
@@ -40,6 +48,13 @@ def test_train_line_has_the_exact_format():
     line = train_line(120, 4.1234, 3e-4, 1234.5, 0.0123)
     # exp(4.1234) = 61.77 (the example line rounds it as 61.80)
     assert line == "[train] step=120 loss=4.1234 ppl=61.77 lr=3.000e-04 tokens_per_sec=1234.5 mfu=0.0123"
+    people = train_line(120, 4.1234, 3e-4, 1234.5, 0.0123, max_steps=250, seconds_left=130.4)
+    assert people == f"{line} | step 120 of 250, 2 min 10 s left"
+    assert parse(people) == parse(line)
+    assert train_line(5, 4.0, 1e-3, 1.0, 0.1, 250).endswith("| step 5 of 250")  # after the first step: no pace yet
+    assert [duration(s) for s in (0.4, 59, 60, 3599, 3600, 11_100)] == [
+        "0 s", "59 s", "1 min 00 s", "59 min 59 s", "1 h 00 min", "3 h 05 min"
+    ]  # fmt: skip
     assert parse(line) == {
         "train:loss": 4.1234,
         "train:perplexity": 61.77,

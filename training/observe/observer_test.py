@@ -69,5 +69,5 @@ def test_learning_rate_zero_is_reported_as_loss_not_decreasing(dataset_dir, tmp_
     run = tiny_run(dataset_dir, tmp_path, "--learning_rate", "0")
     run.train()
     out = capsys.readouterr().out
-    assert verdict(out, "loss not decreasing").startswith("PROBLEM: loss fell ")
+    assert verdict(out, "loss not decreasing").startswith("PROBLEM: mean loss fell ")
     assert verdict(out, "input-bound").startswith("ok")

@@ -10,10 +10,14 @@ log = logging.getLogger("preprocess")
 
 
 class Progress:
-    """Counts what was processed and logs a line at most every ``every_seconds``."""
+    """Counts what was processed and logs a line at most every ``every_seconds``; ``tokens=False`` for a job that
+    reads text without encoding it (the tokenizer's sample), whose line then names no tokens."""
 
-    def __init__(self, label: str, every_seconds: float = 30.0, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self, label: str, every_seconds: float = 30.0, clock: Callable[[], float] = time.monotonic, tokens: bool = True
+    ):
         self.label = label
+        self.counts_tokens = tokens
         self.every_seconds = every_seconds
         self.clock = clock
         self.started = self._last = clock()
@@ -28,10 +32,10 @@ class Progress:
 
     def line(self) -> str:
         seconds = max(self.clock() - self.started, 1e-9)
+        tokens = f"{self.tokens:,} tokens ({self.tokens / seconds:,.0f}/s), " if self.counts_tokens else ""
         return (
             f"{self.label}: {self.documents:,} documents ({self.documents / seconds:,.0f}/s), "
-            f"{self.bytes / 1e6:,.1f} MB ({self.bytes / 1e6 / seconds:,.2f} MB/s), "
-            f"{self.tokens:,} tokens ({self.tokens / seconds:,.0f}/s), {seconds:,.0f} s"
+            f"{self.bytes / 1e6:,.1f} MB ({self.bytes / 1e6 / seconds:,.2f} MB/s), {tokens}{seconds:,.0f} s"
         )
 
     def report(self) -> None:

@@ -77,7 +77,7 @@ def run_tokenizer(
     """Trains on the sample and writes ``<output_dir>/tokenizer.json``; raises NoDocumentsError on no text."""
     inputs = find_inputs(input_dir)
     stats = SampleStats()
-    progress = Progress("tokenizer sample", progress_seconds)
+    progress = Progress("tokenizer sample", progress_seconds, tokens=False)  # it reads text; the shards encode it
     log.info(
         "training a %d-token BPE vocabulary on up to %d bytes from %d inputs", vocab_size, sample_bytes, len(inputs)
     )

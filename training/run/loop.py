@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 from contract.batch import accumulation_steps, global_batch
 from contract.presets import Preset, flops_per_token, get_shape
-from contract.recipe import Recipe, run_recipe
+from contract.recipe import Recipe, RecipeError, run_recipe
 from data import token_shards
 from data.channel import evaluation_dataset, token_dataset
 from export.hugging_face import HF_DIR, export_hf
@@ -125,15 +125,18 @@ class TrainingRun:
 
     def _recipe(self) -> Recipe:
         a = self.args
-        return run_recipe(
-            self.shape,
-            global_batch_tokens=self.global_batch_tokens,
-            max_steps=a.max_steps,
-            learning_rate=a.learning_rate,
-            lr_reference_tokens=a.lr_reference_tokens,
-            warmup_steps=a.warmup_steps,
-            decay_steps=a.decay_steps,
-        )
+        try:
+            return run_recipe(
+                self.shape,
+                global_batch_tokens=self.global_batch_tokens,
+                max_steps=a.max_steps,
+                learning_rate=a.learning_rate,
+                lr_reference_tokens=a.lr_reference_tokens,
+                warmup_steps=a.warmup_steps,
+                decay_steps=a.decay_steps,
+            )
+        except RecipeError as error:
+            raise JobError(str(error)) from error
 
     def _model_and_trainer(self) -> tuple[keras.Model, Trainer]:
         a = self.args
@@ -238,13 +241,17 @@ class TrainingRun:
                     )
                 if step == self.start_step + 1:
                     self.engine.after_first_step(self.model.variables + trainer.optimizer.variables)
+                    first_done = time.perf_counter()  # the time left is timed from here: the first step compiles
                 steps_timed += 1
                 if step % a.log_every == 0 or step == a.max_steps:
                     elapsed = time.perf_counter() - timer
                     tokens_per_sec = steps_timed * trainer.tokens_per_step / elapsed
                     mfu = model_flops_utilisation(tokens_per_sec, self.flops_per_token, self.devices, self.peak_tflops)
                     lr = float(self.schedule(trainer.optimizer.iterations))
-                    self.log(train_line(step, result.loss, lr, tokens_per_sec, mfu))
+                    # Every step since the first, pauses included, at this pace for the steps left.
+                    taken = step - self.start_step - 1
+                    left = (time.perf_counter() - first_done) / taken * (a.max_steps - step) if taken else -1
+                    self.log(train_line(step, result.loss, lr, tokens_per_sec, mfu, a.max_steps, left))
                     observer.window(step, result, lr, tokens_per_sec, mfu)
                     timer, steps_timed = time.perf_counter(), 0
                 pause = time.perf_counter()  # evaluation and checkpoints do not count against tokens_per_sec
