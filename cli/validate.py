@@ -21,7 +21,6 @@ import json
 from typing import Any
 
 from infra.config import ConfigError, StageConfig
-from infra.plan_step import requests
 from infra.plan_step.execution_input import parse_input
 from infra.plan_step.object_store import split_uri
 from infra.plan_step.plan import InputError, check_hyperparameters
@@ -64,8 +63,7 @@ def check_input(raw: Any, settings: StackSettings) -> None:
     """The Plan step's checks that need no object store; raises ConfigError or InputError at the first error."""
     inp = parse_input(raw, settings.stage_config)
     check_sources(settings, inp, preprocess=False)  # whether preprocessing runs depends on the bucket's contents
-    request = requests.training_job_request(settings, inp, f"{settings.job_prefix}-offline", "offline")
-    check_hyperparameters(inp, request["HyperParameters"])
+    check_hyperparameters(settings, inp)
 
 
 def input_errors(raw: Any, config: StageConfig) -> list[str]:

@@ -31,26 +31,6 @@ from infra.training_code import training_module
 
 CORPUS_SUFFIXES = (".jsonl", ".jsonl.zst", ".jsonl.gz", ".txt")
 SIZE = r"\s*\d+(?:\.\d+)?\s*[kKmMgGtT]?(?:i?[bB])?\s*"  # bytes, binary multiples: 6M, 1.5G, 2GiB
-# Hyperparameters the workflow derives from the input's fields; give those fields instead.
-RESERVED_HYPERPARAMETERS = {
-    "model_preset",
-    "sequence_length",
-    "global_batch_tokens",
-    "micro_batch_size",
-    "max_steps",
-    "precision",
-    "checkpoint_dir",
-    "engine",
-    "recompute",
-    "hf_checkpoint",
-    "model_parallel_degree",
-    "microbatches",
-    "n_layer",
-    "d_model",
-    "n_head",
-}
-
-
 # Each Pile subset name goes to the processing jobs as a container argument of its own, PILE_SET_OPTION + name, at
 # most aws_limits().container_argument_chars long; of SageMaker's 100 arguments a job, the jobs' own take 15.
 PILE_SET_OPTION = "--pile_set_names="
@@ -159,10 +139,7 @@ def _validate_workflow_fields(parsed: WorkflowInput) -> None:
         raise ConfigError(
             "corpus.tokenizer_sample_bytes", parsed.corpus.tokenizer_sample_bytes, "a size like 500M, 1.5G or 2GiB"
         )
-    hparams = training_module("hparams")
-    for name, value in parsed.hyperparameters.items():
-        if name in RESERVED_HYPERPARAMETERS or hparams.is_reserved(name):
-            raise ConfigError(f"hyperparameters.{name}", value, "the training.* field instead (the workflow sets it)")
+    hparams = training_module("hparams")  # the names the workflow sets: plan.check_hyperparameters
     try:
         hparams.check_hyperparameters(parsed.hyperparameters)
     except hparams.HyperparameterError as error:

@@ -33,6 +33,7 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
         inp = parse_input(raw_input, settings.stage_config)
     except ConfigError as error:
         raise InputError(str(error)) from error
+    check_hyperparameters(settings, inp)
     names = resource_names(settings.job_prefix, execution_name)
     run_name = inp.run_name or execution_name
 
@@ -49,7 +50,6 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
         raise InputError(str(error)) from error
     corpus = _corpus_files(settings, inp, store) if preprocess else []
     training_request = requests.training_job_request(settings, inp, names["training"], run_name)
-    check_hyperparameters(inp, training_request["HyperParameters"])
 
     sample_manifest = f"s3://{settings.datasets_bucket}/inputs/{names['tokenizer']}/tokenizer-sample.manifest"
     if train_tokenizer:  # the one write, once every check has passed
@@ -82,10 +82,20 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
     }
 
 
-def check_hyperparameters(inp: WorkflowInput, encoded: dict[str, str]) -> None:
+def check_hyperparameters(settings: StackSettings, inp: WorkflowInput) -> None:
     """Every hyperparameter the job would get, given or derived, as train.py and SageMaker would take it
-    (also run offline by ``python -m cli validate``)."""
+    (also run offline by ``python -m cli validate``). The input may not give what the workflow sets
+    (``requests.workflow_hyperparameters``), a path in the container, or one of SageMaker's own names."""
     limits, hparams = aws_limits(), training_module("hparams")
+    owned = requests.workflow_hyperparameters(settings, inp)
+    for name, value in inp.hyperparameters.items():
+        if name in hparams.PATHS or hparams.is_reserved(name):
+            expected = "no such hyperparameter: SageMaker and the workflow choose the job's paths and SageMaker's own"
+            raise InputError(f"hyperparameters.{name}: {hparams.shown(value)} is not valid; expected {expected}")
+        if name in owned:
+            expected = "the training.* field or the stage's observability.* instead (the workflow sets it)"
+            raise InputError(f"hyperparameters.{name}: {hparams.shown(value)} is not valid; expected {expected}")
+    encoded = requests.training_hyperparameters(settings, inp)
     if len(encoded) > limits.hyperparameters:
         raise InputError(
             f"hyperparameters: {len(encoded)} in all with the workflow's own; SageMaker takes at most "
@@ -107,7 +117,9 @@ def check_hyperparameters(inp: WorkflowInput, encoded: dict[str, str]) -> None:
         try:
             hparams.check_hyperparameters({name: json.loads(text)})
         except hparams.HyperparameterError as error:
-            raise InputError(f"{field}: {error.value!r} is not valid; expected {error.expected}") from error
+            raise InputError(
+                f"{field}: {hparams.shown(error.value)} is not valid; expected {error.expected}"
+            ) from error
 
 
 def _corpus_files(settings: StackSettings, inp: WorkflowInput, store: ObjectStore) -> list[tuple[str, int]]:

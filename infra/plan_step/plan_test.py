@@ -122,7 +122,7 @@ def test_existing_or_given_tokenizer_is_reused(settings, store):
         ({"hyperparameters": {"lerning_rate": 1e-3}}, "did you mean 'learning_rate'"),
         ({"hyperparameters": {"warmup": 7}}, "hyperparameters.warmup: 7 is not valid; expected a train.py"),
         ({"hyperparameters": {"learning": 0.5}}, "hyperparameters.learning: 0.5 is not valid"),
-        ({"hyperparameters": {"warmup_steps": "many"}}, "warmup_steps: 'many' is not valid; expected an integer >= 0"),
+        ({"hyperparameters": {"warmup_steps": "many"}}, "warmup_steps: 'many' is not valid; expected an integer from 0 to"),
         (
             {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "hyperparameters": {"sample_prompt": "x" * 3000}},
             "hyperparameters.sample_prompt: 3,002 characters encoded; SageMaker takes at most 2,500",
@@ -139,7 +139,7 @@ def test_existing_or_given_tokenizer_is_reused(settings, store):
         ({"corpus": {"s3_uri": "s3://raw-bucket/empty/"}}, "corpus.s3_uri: no .jsonl"),
         (
             {"corpus": {"s3_uri": "s3://raw-bucket/pile/", "pile_set_names": "Github," + "x" * 240}},
-            "x' is not valid; expected names of at most 239 characters",
+            "x... (242 characters) is not valid; expected names of at most 239 characters",
         ),
         (
             {"corpus": {"s3_uri": "s3://raw-bucket/pile/", "pile_set_names": ",".join(f"s{i}" for i in range(65))}},
@@ -152,6 +152,24 @@ def test_bad_input_names_the_field(settings, store, raw, message):
     with pytest.raises(InputError, match=None) as error:
         plan_execution(raw, "exec", settings, store)
     assert message in str(error.value)
+
+
+def test_no_hyperparameter_the_request_sets_may_be_given(settings, store):
+    raw = {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}}
+    written = plan_execution(raw, "exec", settings, store)["requests"]["training"]["HyperParameters"]
+    assert {"tensorboard_dir", "profile_start", "profile_steps", "health_rules", "n_layer", "engine"} <= set(written)
+    for name, text in written.items():
+        with pytest.raises(InputError, match=rf"^hyperparameters\.{name}: .* is not valid; expected "):
+            plan_execution({**raw, "hyperparameters": {name: json.loads(text)}}, "exec", settings, store)
+
+
+@pytest.mark.parametrize(
+    "name", ["export_dir", "output_dir", "train_dir", "validation_dir", "checkpoint_dir", "tensorboard_dir"]
+)
+def test_no_path_in_the_container_may_be_given(settings, store, name):
+    raw = {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "hyperparameters": {name: "/tmp/x/model"}}
+    with pytest.raises(InputError, match=rf"^hyperparameters\.{name}: '/tmp/x/model' is not valid; expected no such"):
+        plan_execution(raw, "exec", settings, store)
 
 
 def test_the_summary_states_the_recipe_and_its_departures(settings, store):
