@@ -52,9 +52,10 @@ def _layouts(inputs: EstimateInputs, instance_types: Iterable[str]) -> Iterator[
         instance = INSTANCE_TYPES[name]
         if inputs.precision == "bf16" and not instance.supports_bf16:
             continue
+        sequences = inputs.global_batch_tokens // inputs.sequence_length  # a micro-batch divides the global batch
         for recompute, micro_batch, degree in itertools.product(
             sorted({inputs.recompute, True}),
-            range(inputs.micro_batch_size, 0, -1),
+            [m for m in range(min(inputs.micro_batch_size, sequences), 0, -1) if sequences % m == 0],
             [k for k in _divisors(instance.devices) if k >= inputs.model_parallel_degree],
         ):
             candidate = dataclasses.replace(

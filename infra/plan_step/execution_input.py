@@ -24,6 +24,7 @@ from infra.config import (
     StageConfig,
     TrainingConfig,
     build_dataclass,
+    check_fit,
     deep_merge,
     validate,
 )
@@ -92,6 +93,13 @@ class WorkflowInput:
     hyperparameters: dict[str, Any] = dataclasses.field(default_factory=dict)
     force_preprocess: bool = False
 
+    @property
+    def vocab_size(self) -> int:
+        """The model's embedding rows: ``hyperparameters.vocab_size`` (larger than the tokenizer's pads), else
+        ``preprocessing.vocab_size``."""
+        given = training_module("hparams").check_hyperparameters(self.hyperparameters).get("vocab_size", 0)
+        return given or self.preprocessing.vocab_size
+
 
 def parse_input(raw: Any, stage: StageConfig) -> WorkflowInput:
     """Merges ``raw`` over the stage's defaults and validates the result; raises ConfigError."""
@@ -106,11 +114,28 @@ def parse_input(raw: Any, stage: StageConfig) -> WorkflowInput:
     validate(
         dataclasses.replace(stage, preprocessing=parsed.preprocessing, training=parsed.training, deploy=parsed.deploy)
     )
+    if parsed.vocab_size != parsed.preprocessing.vocab_size:  # the model the job builds, not the tokenizer's
+        _check_model_vocabulary(parsed)
     for field in ("image_uri", "image_forwards_signals"):  # the stack, not an execution, chooses the code
         if getattr(parsed.training, field) != getattr(stage.training, field):
             given, value = getattr(parsed.training, field), getattr(stage.training, field)
             raise ConfigError(f"training.{field}", given, f"the stage's ({value}): set it there")
     return parsed
+
+
+def _check_model_vocabulary(parsed: WorkflowInput) -> None:
+    """A ``hyperparameters.vocab_size`` holds the tokenizer's ids and goes through the same fit as training.*."""
+    if parsed.vocab_size < parsed.preprocessing.vocab_size and parsed.dataset.tokenizer_s3_uri is None:
+        raise ConfigError(
+            "hyperparameters.vocab_size",
+            parsed.vocab_size,
+            f"0 or at least the tokenizer's preprocessing.vocab_size ({parsed.preprocessing.vocab_size:,})",
+        )
+    try:
+        check_fit(parsed.training, parsed.vocab_size)
+    except ConfigError as error:
+        problem = str(error).split(": ", 1)[1]
+        raise ConfigError.sentence("hyperparameters.vocab_size", f"{parsed.vocab_size:,} rows: {problem}") from error
 
 
 def _validate_workflow_fields(parsed: WorkflowInput) -> None:

@@ -151,8 +151,8 @@ def _hf_checkpoint(inp: WorkflowInput, model_artifact_uri: str) -> str:
 
 def _summary(inp: WorkflowInput, shape: ModelShape) -> dict[str, Any]:
     train = inp.training
-    params = shape.parameters(inp.preprocessing.vocab_size, train.sequence_length)
-    fit = estimate_for_config(train, inp.preprocessing.vocab_size)
+    params = shape.parameters(inp.vocab_size, train.sequence_length)
+    fit = estimate_for_config(train, inp.vocab_size)
     return {
         "fit": fit.as_dict(),
         "model": f"{train.model_preset}: {shape.n_layer} layers x {shape.d_model} wide = {params / 1e6:,.1f} M params",

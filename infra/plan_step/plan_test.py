@@ -6,6 +6,8 @@ import argparse
 import hashlib
 import json
 import re
+import signal
+import time
 from dataclasses import replace
 
 import pytest
@@ -122,7 +124,10 @@ def test_existing_or_given_tokenizer_is_reused(settings, store):
         ({"hyperparameters": {"lerning_rate": 1e-3}}, "did you mean 'learning_rate'"),
         ({"hyperparameters": {"warmup": 7}}, "hyperparameters.warmup: 7 is not valid; expected a train.py"),
         ({"hyperparameters": {"learning": 0.5}}, "hyperparameters.learning: 0.5 is not valid"),
-        ({"hyperparameters": {"warmup_steps": "many"}}, "warmup_steps: 'many' is not valid; expected an integer from 0 to"),
+        (
+            {"hyperparameters": {"warmup_steps": "many"}},
+            "warmup_steps: 'many' is not valid; expected an integer from 0 to",
+        ),
         (
             {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "hyperparameters": {"sample_prompt": "x" * 3000}},
             "hyperparameters.sample_prompt: 3,002 characters encoded; SageMaker takes at most 2,500",
@@ -146,7 +151,29 @@ def test_existing_or_given_tokenizer_is_reused(settings, store):
             "is not valid; expected at most 64 comma-separated names",
         ),
         ({"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "preprocessing": {"instance_count": 6}}, "expected at most 5"),
+        # Hyperparameters that bypassed the fit and the ranges
+        ({"hyperparameters": {"vocab_size": 10**9}}, "hyperparameters.vocab_size: 1,000,000,000 rows: gpt3-125m at"),
+        ({"hyperparameters": {"vocab_size": 1000}}, "expected 0 or at least the tokenizer's preprocessing.vocab_size"),
+        (
+            {"hyperparameters": {"learning_rate": "NaN"}},
+            "hyperparameters.learning_rate: 'NaN' is not valid; expected a",
+        ),
+        ({"hyperparameters": {"dropout": "nan"}}, "hyperparameters.dropout: 'nan' is not valid; expected a finite"),
+        ({"hyperparameters": {"weight_decay": "Infinity"}}, "hyperparameters.weight_decay: 'Infinity' is not valid"),
+        ({"hyperparameters": {"sample_tokens": 10**9}}, "hyperparameters.sample_tokens: 1000000000 is not valid"),
+        ({"hyperparameters": {"eval_batches": 10**9}}, "hyperparameters.eval_batches: 1000000000 is not valid"),
+        ({"hyperparameters": {"shuffle_buffer": 10**12}}, "hyperparameters.shuffle_buffer: 1000000000000 is not"),
+        ({"hyperparameters": {"keep_checkpoints": 10**9}}, "hyperparameters.keep_checkpoints: 1000000000 is not"),
+        ({"hyperparameters": {"seed": 10**5000}}, "hyperparameters.seed: <an integer of about 5,000 digits> is not"),
+        ({"hyperparameters": {"sample_prompt": "--export_dir=/x"}}, "expected a string that does not start with '-'"),
+        ({"training": {"train_tokens": "1e400"}}, "training.train_tokens: '1e400' is not valid; expected a count"),
+        ({"training": {"train_tokens": 10**16}}, "training.train_tokens: 10000000000000000 is not valid; expected at"),
+        ({"training": {"n_layer": 400}}, "training.n_layer: 400 is not valid; expected an integer from 0 to 256"),
+        ({"training": {"d_model": 100000007}}, "training.d_model: 100000007 is not valid; expected an integer from"),
+        ({"training": {"micro_batch_size": 10**9}}, "training.micro_batch_size: 1000000000 is not valid"),
+        ({"dataset": {"name": "x" * 200_000}}, "xxxxxxxx... (200,002 characters) is not valid; expected letters"),
     ],
+    ids=lambda value: None if isinstance(value, dict) else value[:40],
 )
 def test_bad_input_names_the_field(settings, store, raw, message):
     with pytest.raises(InputError, match=None) as error:
@@ -228,3 +255,50 @@ def test_tokenizer_sample_bytes_takes_every_size_preprocessing_reads():
         except argparse.ArgumentTypeError:
             reads = False
         assert bool(re.fullmatch(SIZE, text)) == reads, text
+
+
+# The slowest inputs found: the deepest, widest and longest legal models that do not fit (the layout search
+# runs), a micro-batch of 4,096 sequences of one token, a vocabulary of 2^32 rows, and just past each range.
+SLOW_INPUTS = [
+    {"training": {"n_layer": 256}},
+    {"training": {"n_layer": 256, "model_parallel_degree": 4}},
+    {"training": {"n_layer": 257}},
+    {"training": {"n_layer": 100_000}},
+    {"training": {"d_model": 65_536, "n_head": 1_021}},
+    {"training": {"d_model": 100_000_007}},
+    {"training": {"micro_batch_size": 4_096, "sequence_length": 1, "global_batch_tokens": 16_384}},
+    {"training": {"micro_batch_size": 4_096, "sequence_length": 256, "global_batch_tokens": 2**30}},
+    {"training": {"micro_batch_size": 10**9}},
+    {"training": {"n_layer": 256, "sequence_length": 1_048_576, "micro_batch_size": 1, "global_batch_tokens": 2**22}},
+    {"training": {"train_tokens": "1e15", "global_batch_tokens": 1}},
+    {"hyperparameters": {"vocab_size": 2**32}},
+    {"corpus": {"s3_uri": "s3://raw-bucket/pile/", "pile_set_names": ",".join(f"s{i}" for i in range(64))}},
+]
+# The Plan function has 60 s at 512 MB, about 0.29 of a vCPU (infra/workflow/plan_function.py): some 17 s of
+# one core. Each input gets a third of that, in this process's CPU time (a loaded machine does not count).
+CPU_BUDGET_SECONDS = 6.0
+
+
+@pytest.mark.parametrize("stage", ["dev", "prod"])
+def test_the_plan_step_answers_the_slowest_inputs_within_its_budget(store, stage):
+    from infra.plan_step.conftest import make_settings
+
+    settings = make_settings(stage)
+
+    def over_budget(*_):
+        raise TimeoutError(f"{raw} ran past {CPU_BUDGET_SECONDS} s of CPU")
+
+    previous = signal.signal(signal.SIGVTALRM, over_budget)
+    try:
+        for raw in SLOW_INPUTS:
+            start = time.process_time()
+            signal.setitimer(signal.ITIMER_VIRTUAL, CPU_BUDGET_SECONDS)
+            try:
+                plan_execution({"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, **raw}, "e", settings, store)
+            except InputError:
+                pass
+            finally:
+                signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+            assert time.process_time() - start < CPU_BUDGET_SECONDS, raw
+    finally:
+        signal.signal(signal.SIGVTALRM, previous)
