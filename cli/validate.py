@@ -18,8 +18,10 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+from pathlib import Path
 from typing import Any
 
+from cli.errors import CommandError
 from infra.config import ConfigError, StageConfig
 from infra.plan_step.execution_input import parse_input
 from infra.plan_step.object_store import split_uri
@@ -66,11 +68,25 @@ def check_input(raw: Any, settings: StackSettings) -> None:
     check_hyperparameters(settings, inp)
 
 
+def read_input(path: Path) -> Any:
+    """The execution input in ``path``, as JSON; a CommandError, in one line, for what is not (as Step Functions
+    would refuse it: not UTF-8, not JSON, nested too deep, numbers Python will not read)."""
+    try:
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise CommandError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start}): save it as UTF-8") from None
+    except RecursionError:
+        raise CommandError(f"{path}: nested too deep to read; an execution input is a few levels of fields") from None
+    except ValueError as error:  # json.JSONDecodeError, and integers of over 4,300 digits
+        raise CommandError(f"{path}: not valid JSON ({str(error)[:200]}): fix the file and try again") from None
+
+
 def input_errors(raw: Any, config: StageConfig) -> list[str]:
     """Every error of ``raw`` against the stage, one message each; an empty list when the Plan step would accept it
     (as far as can be told offline)."""
     corpus = raw.get("corpus") if isinstance(raw, dict) else None
-    settings = offline_settings(config, corpus.get("s3_uri") if isinstance(corpus, dict) else None)
+    uri = corpus.get("s3_uri") if isinstance(corpus, dict) else None
+    settings = offline_settings(config, uri if isinstance(uri, str) and uri.startswith("s3://") else None)
     raw, errors = copy.deepcopy(raw), []
     while len(errors) < MAX_ERRORS:
         try:

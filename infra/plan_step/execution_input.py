@@ -31,6 +31,7 @@ from infra.config import (
 from infra.training_code import training_module
 
 CORPUS_SUFFIXES = (".jsonl", ".jsonl.zst", ".jsonl.gz", ".txt")
+RUN_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}"  # a folder of the checkpoints bucket, never "." or ".."
 SIZE = r"\s*\d+(?:\.\d+)?\s*[kKmMgGtT]?(?:i?[bB])?\s*"  # bytes, binary multiples: 6M, 1.5G, 2GiB
 # Each Pile subset name goes to the processing jobs as a container argument of its own, PILE_SET_OPTION + name, at
 # most aws_limits().container_argument_chars long; of SageMaker's 100 arguments a job, the jobs' own take 15.
@@ -147,7 +148,7 @@ def _validate_workflow_fields(parsed: WorkflowInput) -> None:
             raise ConfigError(field, uri, "an s3://bucket/prefix URI")
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", parsed.dataset.name):
         raise ConfigError("dataset.name", parsed.dataset.name, "letters, digits, '.', '_' or '-', at most 64")
-    if parsed.run_name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}", parsed.run_name):
+    if parsed.run_name is not None and not re.fullmatch(RUN_NAME, parsed.run_name):
         raise ConfigError("run_name", parsed.run_name, "letters, digits, '.', '_' or '-', at most 80")
     longest = aws_limits().container_argument_chars - len(PILE_SET_OPTION)
     for name in parsed.corpus.pile_sets():

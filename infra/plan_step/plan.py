@@ -7,17 +7,18 @@ Its result lands at ``$.plan`` of the execution; the states read their requests 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from infra.aws_limits import aws_limits
 from infra.config import ConfigError
 from infra.estimate.estimate import estimate_for_config
 from infra.plan_step import processing_requests, requests
-from infra.plan_step.execution_input import CORPUS_SUFFIXES, WorkflowInput, parse_input
+from infra.plan_step.execution_input import CORPUS_SUFFIXES, RUN_NAME, WorkflowInput, parse_input
 from infra.plan_step.names import resource_names
 from infra.plan_step.object_store import ObjectStore
 from infra.plan_step.settings import StackSettings
-from infra.plan_step.sources import check_reuse, check_sources
+from infra.plan_step.sources import check_given_tokenizer, check_reuse, check_sources
 from infra.presets import ModelShape
 from infra.recipe import recipe_for, recipe_summary
 from infra.training_code import training_module
@@ -36,6 +37,12 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
     check_hyperparameters(settings, inp)
     names = resource_names(settings.job_prefix, execution_name)
     run_name = inp.run_name or execution_name
+    if not re.fullmatch(RUN_NAME, run_name):  # Step Functions accepts "..", a folder name that leaves the bucket
+        shown = training_module("hparams").shown(execution_name)
+        raise InputError(
+            "run_name: None is not valid; expected a run_name (letters, digits, '.', '_' or '-', starting with a "
+            f"letter or digit): the execution's name {shown} cannot name the checkpoint folder"
+        )
 
     manifests = [uri for uri, _ in store.list(requests.dataset_uri(settings, inp) + "manifests/")]
     dataset_ready = bool(manifests)
@@ -44,6 +51,7 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
     train_tokenizer = preprocess and not tokenizer_ready
     try:
         check_sources(settings, inp, preprocess)
+        check_given_tokenizer(inp, store)
         if not preprocess:
             check_reuse(settings, inp, store, manifests)
     except ConfigError as error:

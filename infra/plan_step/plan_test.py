@@ -93,6 +93,7 @@ def test_source_buckets_of_the_stage_may_hold_the_corpus(settings, store):
 
 
 def test_existing_or_given_tokenizer_is_reused(settings, store):
+    store.put_text("s3://raw-bucket/tok.json", "{}")
     given = {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "dataset": {"tokenizer_s3_uri": "s3://raw-bucket/tok.json"}}
     assert plan_execution(given, "e", settings, store)["preprocess"]["train_tokenizer"] is False
     store.put_text("s3://datasets-bucket/tokenizers/pile/tokenizer.json", "{}")
@@ -142,6 +143,10 @@ def test_existing_or_given_tokenizer_is_reused(settings, store):
         ),
         ({"hyperparameters": {"sagemaker_program": "x.py"}}, "hyperparameters.sagemaker_program: 'x.py' is not valid"),
         ({"corpus": {"s3_uri": "s3://raw-bucket/empty/"}}, "corpus.s3_uri: no .jsonl"),
+        (
+            {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "dataset": {"tokenizer_s3_uri": "s3://raw-bucket/no/"}},
+            "dataset.tokenizer_s3_uri: 's3://raw-bucket/no/' is not valid; expected an existing tokenizer.json",
+        ),
         (
             {"corpus": {"s3_uri": "s3://raw-bucket/pile/", "pile_set_names": "Github," + "x" * 240}},
             "x... (242 characters) is not valid; expected names of at most 239 characters",
@@ -302,3 +307,12 @@ def test_the_plan_step_answers_the_slowest_inputs_within_its_budget(store, stage
             assert time.process_time() - start < CPU_BUDGET_SECONDS, raw
     finally:
         signal.signal(signal.SIGVTALRM, previous)
+
+
+@pytest.mark.parametrize("execution_name", ["..", "."])
+def test_an_execution_name_that_is_no_folder_name_needs_a_run_name(settings, store, execution_name):
+    raw = {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}}
+    with pytest.raises(InputError, match=r"^run_name: None is not valid; expected a run_name"):
+        plan_execution(raw, execution_name, settings, store)
+    plan = plan_execution({**raw, "run_name": "run-1"}, execution_name, settings, store)
+    assert plan["checkpoint_uri"] == "s3://checkpoints-bucket/run-1/"

@@ -44,6 +44,16 @@ def check_sources(settings: StackSettings, inp: WorkflowInput, preprocess: bool)
             )
 
 
+def check_given_tokenizer(inp: WorkflowInput, store: ObjectStore) -> None:
+    """Raises ConfigError when ``dataset.tokenizer_s3_uri`` names no file: the shards job would fail after the
+    tokenizer step's instances were paid for."""
+    uri = inp.dataset.tokenizer_s3_uri
+    if uri is not None and not store.list(_tokenizer_file(uri)):
+        raise ConfigError(
+            "dataset.tokenizer_s3_uri", uri, f"an existing tokenizer.json ({_tokenizer_file(uri)} does not exist)"
+        )
+
+
 def check_reuse(settings: StackSettings, inp: WorkflowInput, store: ObjectStore, manifests: list[str]) -> None:
     """Raises ConfigError naming each field where the existing dataset differs from the request."""
     made = json.loads(store.read_bytes(manifests[0]))
