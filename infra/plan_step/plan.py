@@ -18,7 +18,13 @@ from infra.plan_step.execution_input import CORPUS_SUFFIXES, RUN_NAME, WorkflowI
 from infra.plan_step.names import resource_names
 from infra.plan_step.object_store import ObjectStore
 from infra.plan_step.settings import StackSettings
-from infra.plan_step.sources import check_given_tokenizer, check_reuse, check_sources
+from infra.plan_step.sources import (
+    check_given_tokenizer,
+    check_reuse,
+    check_sources,
+    dataset_source,
+    source_record_uri,
+)
 from infra.presets import ModelShape
 from infra.recipe import recipe_for, recipe_summary
 from infra.training_code import training_module
@@ -60,8 +66,10 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
     training_request = requests.training_job_request(settings, inp, names["training"], run_name)
 
     sample_manifest = f"s3://{settings.datasets_bucket}/inputs/{names['tokenizer']}/tokenizer-sample.manifest"
-    if train_tokenizer:  # the one write, once every check has passed
+    if train_tokenizer:  # the writes, once every check has passed
         store.put_text(sample_manifest, _sample_manifest(requests.corpus_uri(settings, inp), corpus, inp))
+    if preprocess:  # what the dataset is made from, for the reuse check of later executions
+        store.put_text(source_record_uri(settings, inp), json.dumps(dataset_source(settings, inp)))
     shape = inp.training.shape
     return {
         "names": names,

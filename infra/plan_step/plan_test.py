@@ -48,12 +48,17 @@ def test_tokenizer_sample_is_spread_over_the_corpus(settings, store):
     assert manifest == [{"prefix": "s3://raw-bucket/pile/"}, "00.jsonl.zst", "02.jsonl.zst", "04.jsonl.zst"]
 
 
-def write_dataset(store, *, sequence_length=2048, vocab_size=50_257, tokenizer="{}"):
-    """A dataset as the shards job leaves it: its tokenizer and a manifest per host."""
+def write_dataset(store, *, sequence_length=2048, vocab_size=50_257, tokenizer="{}", **source):
+    """A dataset as the shards job leaves it (its tokenizer and a manifest per host), and the Plan step's record of
+    the text it was made from (``source`` overrides its fields: corpus_s3_uri="s3://...")."""
     store.put_text("s3://datasets-bucket/tokenizers/pile/tokenizer.json", tokenizer)
     manifest = {"sequence_length": sequence_length, "vocab_size": vocab_size}
     manifest["tokenizer_sha256"] = hashlib.sha256(tokenizer.encode()).hexdigest()
     store.put_text("s3://datasets-bucket/datasets/pile/manifests/algo-1.json", json.dumps(manifest))
+    record = {"corpus.s3_uri": "s3://raw-bucket/pile/", "corpus.pile_set_names": ""}
+    record["preprocessing.validation_fraction"] = 0.0005
+    record.update({name.replace("_", ".", 1): value for name, value in source.items()})
+    store.put_text("s3://datasets-bucket/inputs/datasets/pile/source.json", json.dumps(record))
 
 
 def test_existing_dataset_skips_preprocessing(settings, store):
@@ -82,6 +87,52 @@ def test_an_existing_dataset_made_otherwise_is_refused_unless_forced(settings, s
     assert differs in str(error.value) and "force_preprocess" in str(error.value)
     forced = {**raw, "force_preprocess": True, "corpus": {"s3_uri": "s3://raw-bucket/pile/"}}
     assert plan_execution(forced, "exec", settings, store)["preprocess"]["run"] is True
+
+
+@pytest.mark.parametrize(
+    ("raw", "source", "differs"),
+    [
+        ({"corpus": {"s3_uri": "s3://raw-bucket/c4/"}}, {}, "corpus.s3_uri s3://raw-bucket/c4/ (dataset: s3://raw-"),
+        (
+            {"corpus": {"s3_uri": "s3://raw-bucket/pile/", "pile_set_names": "Github"}},
+            {},
+            "corpus.pile_set_names Github (dataset: )",
+        ),
+        (
+            {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}},
+            {"corpus_pile_set_names": "ArXiv,Github"},
+            "corpus.pile_set_names  (dataset: ArXiv,Github)",
+        ),
+        (
+            {"preprocessing": {"validation_fraction": 0.01}},
+            {},
+            "preprocessing.validation_fraction 0.01 (dataset: 0.0005)",
+        ),
+    ],
+)
+def test_a_dataset_made_from_other_text_is_refused_unless_forced(settings, store, raw, source, differs):
+    for part in ("00", "01"):
+        store.put_text(f"s3://raw-bucket/c4/{part}.jsonl", "x")
+    write_dataset(store, **source)
+    with pytest.raises(InputError, match=r"dataset\.name: 'pile' is not valid; expected a dataset made for") as error:
+        plan_execution(raw, "exec", settings, store)
+    assert differs in str(error.value)
+    forced = {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, **raw, "force_preprocess": True}
+    assert plan_execution(forced, "exec", settings, store)["preprocess"]["run"] is True
+
+
+def test_the_plan_records_what_a_dataset_is_made_from_and_a_dataset_without_a_record_is_not_reused(settings, store):
+    raw = {"corpus": {"s3_uri": "s3://raw-bucket/pile/", "pile_set_names": "Github, ArXiv"}}
+    plan_execution(raw, "exec", settings, store)
+    assert json.loads(store.read_bytes("s3://datasets-bucket/inputs/datasets/pile/source.json")) == {
+        "corpus.s3_uri": "s3://raw-bucket/pile/",
+        "corpus.pile_set_names": "ArXiv,Github",
+        "preprocessing.validation_fraction": 0.0005,
+    }
+    write_dataset(store)
+    store.path("s3://datasets-bucket/inputs/datasets/pile/source.json").unlink()
+    with pytest.raises(InputError, match=r"preprocessing\.validation_fraction 0\.0005 \(dataset: not recorded\)"):
+        plan_execution({}, "exec", settings, store)
 
 
 def test_source_buckets_of_the_stage_may_hold_the_corpus(settings, store):
