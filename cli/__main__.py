@@ -11,7 +11,6 @@ python -m cli generate "def main(" --endpoint NAME | --model model.tar.gz
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from cli.follow import Follower, execution_arn, follow, latest_execution
 from cli.invoke import error_message, invoke, request_body
 from cli.stage import caller_identity, stack_output, stack_outputs, stage_config, stage_session
 from cli.start import STATE_MACHINE_OUTPUT, execution_console_url, start
-from cli.validate import corpus_bucket, input_errors, modelled_speed
+from cli.validate import corpus_bucket, input_errors, modelled_speed, read_input
 from infra.plan_step.execution_input import CORPUS_SUFFIXES
 
 
@@ -136,7 +135,7 @@ def run(args: argparse.Namespace, session: Any = None) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    raw = json.loads(args.input.read_text())
+    raw = read_input(args.input)
     errors = input_errors(raw, stage_config(args.stage))
     for error in errors:
         print(f"error: {error}", file=sys.stderr)

@@ -42,6 +42,9 @@ def corpus_files(path: Path) -> list[Path]:
     if not path.exists():
         raise CommandError(f"{path}: no such file or folder")
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    links = [f for f in (path, *files) if f.is_symlink()]
+    if links:  # a link's target (/etc/passwd ...) is not the corpus the user pointed at
+        raise CommandError(f"{links[0]}: a symbolic link; links are not followed: upload the file itself")
     accepted = [f for f in files if f.name.endswith(CORPUS_SUFFIXES)]
     rejected = [f for f in files if f not in accepted]
     if rejected or not accepted:
@@ -59,7 +62,7 @@ def upload(session: Any, stage: str, path: Path, prefix: str, out=print) -> str:
 
     files = corpus_files(path)
     bucket = stack_output(stack_outputs(session, stage), RAW_BUCKET_OUTPUT, stage)
-    prefix = prefix.strip("/") + "/"
+    prefix = f"{prefix.strip('/')}/" if prefix.strip("/") else ""  # no key starts with "/"
     s3 = session.client("s3")
     base = path if path.is_dir() else path.parent
     for file in files:

@@ -94,3 +94,26 @@ def test_generate_refuses_an_archive_with_an_unsafe_member_in_one_line(tmp_path,
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: refused: ") and "'code/lib/evil' is a link" in err[-1]
     assert "Traceback" not in "".join(err)
+
+
+def test_upload_refuses_symbolic_links_rather_than_send_their_targets(aws, tmp_path, capsys):
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "secret").write_text("root:x:0:0")
+    (tmp_path / "corpus" / "a.jsonl").write_text('{"text": "x"}')
+    (tmp_path / "corpus" / "passwd.txt").symlink_to(tmp_path / "secret")
+    aws.stack(**BUCKETS)
+    assert main(["upload", str(tmp_path / "corpus")]) == 1
+    assert "passwd.txt: a symbolic link; links are not followed" in capsys.readouterr().err
+    (tmp_path / "link.txt").symlink_to(tmp_path / "secret")
+    assert main(["upload", str(tmp_path / "link.txt")]) == 1
+    assert "link.txt: a symbolic link" in capsys.readouterr().err
+
+
+def test_an_empty_prefix_puts_the_files_at_the_bucket_root_not_under_a_slash(aws, tmp_path, capsys):
+    (tmp_path / "a.jsonl").write_text('{"text": "x"}')
+    aws.stack(**BUCKETS)
+    expected = {"Bucket": "gpt-dev-raw-1a2b", "Key": "a.jsonl", "Body": ANY, "ChecksumAlgorithm": ANY}
+    aws.stub("s3").add_response("put_object", {"ETag": '"e"'}, expected)
+    assert main(["upload", str(tmp_path / "a.jsonl"), "--prefix", ""]) == 0
+    assert 's3://gpt-dev-raw-1a2b/"}}' in capsys.readouterr().out
+    aws.assert_done()

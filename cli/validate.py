@@ -18,11 +18,12 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+from pathlib import Path
 from typing import Any
 
+from cli.errors import CommandError
 from infra.config import ConfigError, StageConfig
 from infra.estimate import estimate_for_config
-from infra.plan_step import requests
 from infra.plan_step.execution_input import parse_input
 from infra.plan_step.object_store import split_uri
 from infra.plan_step.plan import InputError, check_hyperparameters
@@ -65,8 +66,20 @@ def check_input(raw: Any, settings: StackSettings) -> None:
     """The Plan step's checks that need no object store; raises ConfigError or InputError at the first error."""
     inp = parse_input(raw, settings.stage_config)
     check_sources(settings, inp, preprocess=False)  # whether preprocessing runs depends on the bucket's contents
-    request = requests.training_job_request(settings, inp, f"{settings.job_prefix}-offline", "offline")
-    check_hyperparameters(inp, request["HyperParameters"])
+    check_hyperparameters(settings, inp)
+
+
+def read_input(path: Path) -> Any:
+    """The execution input in ``path``, as JSON; a CommandError, in one line, for what is not (as Step Functions
+    would refuse it: not UTF-8, not JSON, nested too deep, numbers Python will not read)."""
+    try:
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise CommandError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start}): save it as UTF-8") from None
+    except RecursionError:
+        raise CommandError(f"{path}: nested too deep to read; an execution input is a few levels of fields") from None
+    except ValueError as error:  # json.JSONDecodeError, and integers of over 4,300 digits
+        raise CommandError(f"{path}: not valid JSON ({str(error)[:200]}): fix the file and try again") from None
 
 
 def corpus_bucket(raw: Any) -> str | None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from cli.__main__ import main
 
 
@@ -51,3 +53,22 @@ def test_a_bad_tokenizer_source_is_refused_offline(tmp_path, capsys):
     (tmp_path / "in.json").write_text(json.dumps(raw))
     assert main(["validate", "--input", str(tmp_path / "in.json")]) == 1
     assert "dataset.tokenizer_s3_uri" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b'{"corpus": {"s3_uri": 123}}', "corpus.s3_uri: 123 is not valid; expected a value of type str"),
+        (b'{"corpus": {"s3_uri": "gs://bucket/pile/"}}', "corpus.s3_uri: 'gs://bucket/pile/' is not valid"),
+        (b'{"training": ' * 100_000 + b"1" + b"}" * 100_000, "nested too deep to read"),
+        (b'{"run_name": "caf\xe9"}', "not UTF-8 text (invalid continuation byte at byte 17)"),
+        (b'{"hyperparameters": {"seed": ' + b"9" * 5000 + b"}}", "not valid JSON (Exceeds the limit (4300 digits)"),
+        (b"{", "not valid JSON (Expecting property name"),
+    ],
+    ids=["s3_uri-number", "gs-uri", "deep-nesting", "not-utf8", "5000-digits", "not-json"],
+)
+def test_what_cannot_be_an_input_is_one_line_not_a_traceback(tmp_path, capsys, content, message):
+    (tmp_path / "in.json").write_bytes(content)
+    assert main(["validate", "--input", str(tmp_path / "in.json")]) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.splitlines()) <= 2

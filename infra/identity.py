@@ -41,6 +41,7 @@ class SageMakerExecutionRole(Construct):
         file_system: the dataset file system.
         vpc: the VPC where jobs create their network interfaces.
         images: the jobs' image URIs (their ECR repositories may be pulled from).
+        job_prefix: how the stack's jobs, models and endpoints are named; only they may assume the role.
     """
 
     def __init__(
@@ -54,9 +55,10 @@ class SageMakerExecutionRole(Construct):
         file_system: efs.IFileSystem,
         vpc: ec2.IVpc,
         images: Iterable[str],
+        job_prefix: str,
     ) -> None:
         super().__init__(scope, id)
-        self.role = self._role()
+        self.role = self._role(job_prefix)
         self.policy = iam.Policy(self, "Policy", roles=[self.role])
         self._allow_buckets([*read_buckets, *write_buckets], write_buckets)
         self._allow_key(key)
@@ -66,13 +68,18 @@ class SageMakerExecutionRole(Construct):
         self._allow_logs_and_metrics()
         self._acknowledge_wildcards([*read_buckets, *write_buckets], write_buckets)
 
-    def _role(self) -> iam.Role:
-        """Assumed by SageMaker, for this account only."""
+    def _role(self, job_prefix: str) -> iam.Role:
+        """Assumed by SageMaker for this stack's jobs, models and endpoints only (their names start with the job
+        prefix; SageMaker's ARNs are lower-case, as the prefix is): the keys of SageMaker's "Cross-service confused
+        deputy prevention"."""
+        stack = Stack.of(self)
+        ours = f"arn:{stack.partition}:sagemaker:{stack.region}:{stack.account}:*/{job_prefix}-*"
         return iam.Role(
             self,
             "Role",
             assumed_by=iam.ServicePrincipal(
-                "sagemaker.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}}
+                "sagemaker.amazonaws.com",
+                conditions={"StringEquals": {"aws:SourceAccount": stack.account}, "ArnLike": {"aws:SourceArn": ours}},
             ),
             description="SageMaker jobs of the GPT pre-training workflow",
         )

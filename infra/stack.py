@@ -72,9 +72,11 @@ class PretrainingStack(cdk.Stack):
         self.source_buckets = [
             s3.Bucket.from_bucket_name(self, f"SourceBucket{i}", name) for i, name in enumerate(config.source_buckets)
         ]
+        self.job_prefix = f"gpt-{config.name}"  # every job, model and endpoint name starts with it
         self.execution_role = SageMakerExecutionRole(
             self,
             "SageMakerExecution",
+            job_prefix=self.job_prefix,
             read_buckets=[self.buckets.raw, *self.source_buckets],
             write_buckets=[self.buckets.datasets, self.buckets.checkpoints, self.buckets.models],
             key=self.key,
@@ -92,7 +94,7 @@ class PretrainingStack(cdk.Stack):
 
     def _workflow(self, config: StageConfig) -> None:
         """The Plan function, the DataSync task, the topic and the state machine that ties them together."""
-        self.job_prefix = job_prefix = f"gpt-{config.name}"
+        job_prefix = self.job_prefix
         network, buckets = self.network, self.buckets
         settings = StackSettings(
             region=self.region,

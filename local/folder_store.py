@@ -14,12 +14,17 @@ class FolderStore:
         self.root = Path(root)
 
     def path(self, uri: str) -> Path:
+        """The file of ``uri``; a ValueError for a bucket or key segment of ``.`` or ``..``, which S3 keeps as
+        text but a folder would follow out of the store (an execution named ``..`` once made
+        ``s3://checkpoints/../``)."""
         bucket, key = split_uri(uri)
+        if {".", ".."} & {bucket, *key.split("/")}:
+            raise ValueError(f"{uri}: '.' and '..' are not names in the local store")
         return self.root / bucket / key
 
     def list(self, prefix_uri: str) -> list[tuple[str, int]]:
         bucket, prefix = split_uri(prefix_uri)
-        base = self.root / bucket
+        base = self.path(f"s3://{bucket}/")
         if not base.is_dir():
             return []
         found = (p for p in base.rglob("*") if p.is_file() and p.relative_to(base).as_posix().startswith(prefix))

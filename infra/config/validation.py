@@ -32,6 +32,8 @@ from infra.instances import INSTANCE_TYPES
 from infra.presets import ModelShape, model_presets, suggest_preset
 from infra.training_code import training_module
 
+MAX_TRAIN_TOKENS = 10**15  # 70 times Llama 3's 15 T: bounds the step count and the estimate
+
 
 def _positive(field: str, value: int) -> None:
     if value <= 0:
@@ -70,9 +72,15 @@ def validate(config: StageConfig) -> None:
     _positive("deploy.instance_count", config.deploy.instance_count)
     _validate_observability(config.observability)
     _validate_security(config.security)
-    if problem := fit_problem(config.training, config.preprocessing.vocab_size):  # pre-flight: will it fit?
+    check_fit(config.training, config.preprocessing.vocab_size)
+
+
+def check_fit(train: TrainingConfig, vocab_size: int) -> None:
+    """The pre-flight estimate: the model of ``vocab_size`` embedding rows fits the devices, and the run its
+    ``max_run_hours``; raises ConfigError naming the fixes."""
+    if problem := fit_problem(train, vocab_size):
         raise ConfigError.sentence("training", problem)
-    if problem := time_problem(config.training, config.preprocessing.vocab_size):  # and finish in MaxRuntime?
+    if problem := time_problem(train, vocab_size):
         raise ConfigError.sentence("training.max_run_hours", problem)
 
 
@@ -158,9 +166,12 @@ def _validate_training(train: TrainingConfig) -> None:
         close = suggest_preset(train.model_preset)
         hint = f" (did you mean {close!r}?)" if close else ""
         raise ConfigError("training.model_preset", train.model_preset, f"one of {', '.join(model_presets())}{hint}")
-    for name in ("n_layer", "d_model", "n_head"):
+    for name in ("n_layer", "d_model", "n_head", "sequence_length", "global_batch_tokens", "micro_batch_size"):
         if getattr(train, name) is not None:
             _positive(f"training.{name}", getattr(train, name))
+            _in_schema_range(f"training.{name}", getattr(train, name), name)
+    if train.train_tokens > MAX_TRAIN_TOKENS:
+        raise ConfigError("training.train_tokens", train.train_tokens, f"at most {MAX_TRAIN_TOKENS:.0e} tokens")
     shape = train.shape
     if shape.d_model % shape.n_head:
         raise ConfigError(
@@ -169,9 +180,6 @@ def _validate_training(train: TrainingConfig) -> None:
             f"a divisor of the model width d_model={shape.d_model} (e.g. {_divisor_near(shape)})",
         )
     for name in (
-        "sequence_length",
-        "global_batch_tokens",
-        "micro_batch_size",
         "train_tokens",
         "instance_count",
         "model_parallel_degree",
@@ -296,6 +304,13 @@ def _within(field: str, value: int, span: tuple[int, int], shape: str) -> None:
     low, high = span
     if not low <= value <= high:
         raise ConfigError(field, value, f"{low} to {high:,} (SageMaker's limit, {shape})")
+
+
+def _in_schema_range(field: str, value: int, hyperparameter: str) -> None:
+    """Within the range train.py states for the hyperparameter the field becomes (which bounds every search)."""
+    kind = training_module("hparams").BY_NAME[hyperparameter].kind
+    if not kind.low <= value <= kind.high:
+        raise ConfigError(field, value, kind.expected)
 
 
 def _divisor_near(shape: ModelShape) -> int:

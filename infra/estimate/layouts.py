@@ -56,9 +56,10 @@ def _layouts(inputs: EstimateInputs, instance_types: Iterable[str]) -> Iterator[
         if inputs.precision == "bf16" and not instance.supports_bf16:
             continue
         recomputes = [inputs.recompute] + ([True] if recompute_mode(inputs.recompute) != "full" else [])
+        sequences = inputs.global_batch_tokens // inputs.sequence_length  # a micro-batch divides the global batch
         for recompute, micro_batch, degree in itertools.product(
             recomputes,
-            range(inputs.micro_batch_size, 0, -1),
+            [m for m in range(min(inputs.micro_batch_size, sequences), 0, -1) if sequences % m == 0],
             [k for k in _divisors(instance.devices) if k >= inputs.model_parallel_degree],
         ):
             passes = [inputs.microbatches] + ([2 * degree, 4 * degree] if degree > 1 else [])

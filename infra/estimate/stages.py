@@ -14,10 +14,13 @@ parameters (one device: 1,316 M).
 
 from __future__ import annotations
 
+import functools
+
 from infra.presets import ModelShape, block_parameters
 from infra.training_code import training_module
 
 
+@functools.cache  # a layout search asks for the same split hundreds of times
 def stage_layers(shape: ModelShape, vocab_size: int, sequence_length: int, stages: int) -> list[int]:
     """Blocks per stage. gpt3-1.3b, V = 50,257, T = 2,048, K = 4 -> [4, 7, 7, 6]."""
     weights = [block_parameters(shape.d_model)] * shape.n_layer

@@ -24,33 +24,15 @@ from infra.config import (
     StageConfig,
     TrainingConfig,
     build_dataclass,
+    check_fit,
     deep_merge,
     validate,
 )
 from infra.training_code import training_module
 
 CORPUS_SUFFIXES = (".jsonl", ".jsonl.zst", ".jsonl.gz", ".txt")
+RUN_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}"  # a folder of the checkpoints bucket, never "." or ".."
 SIZE = r"\s*\d+(?:\.\d+)?\s*[kKmMgGtT]?(?:i?[bB])?\s*"  # bytes, binary multiples: 6M, 1.5G, 2GiB
-# Hyperparameters the workflow derives from the input's fields; give those fields instead.
-RESERVED_HYPERPARAMETERS = {
-    "model_preset",
-    "sequence_length",
-    "global_batch_tokens",
-    "micro_batch_size",
-    "max_steps",
-    "precision",
-    "checkpoint_dir",
-    "engine",
-    "recompute",
-    "hf_checkpoint",
-    "model_parallel_degree",
-    "microbatches",
-    "n_layer",
-    "d_model",
-    "n_head",
-}
-
-
 # Each Pile subset name goes to the processing jobs as a container argument of its own, PILE_SET_OPTION + name, at
 # most aws_limits().container_argument_chars long; of SageMaker's 100 arguments a job, the jobs' own take 15.
 PILE_SET_OPTION = "--pile_set_names="
@@ -112,6 +94,13 @@ class WorkflowInput:
     hyperparameters: dict[str, Any] = dataclasses.field(default_factory=dict)
     force_preprocess: bool = False
 
+    @property
+    def vocab_size(self) -> int:
+        """The model's embedding rows: ``hyperparameters.vocab_size`` (larger than the tokenizer's pads), else
+        ``preprocessing.vocab_size``."""
+        given = training_module("hparams").check_hyperparameters(self.hyperparameters).get("vocab_size", 0)
+        return given or self.preprocessing.vocab_size
+
 
 def parse_input(raw: Any, stage: StageConfig) -> WorkflowInput:
     """Merges ``raw`` over the stage's defaults and validates the result; raises ConfigError."""
@@ -126,11 +115,28 @@ def parse_input(raw: Any, stage: StageConfig) -> WorkflowInput:
     validate(
         dataclasses.replace(stage, preprocessing=parsed.preprocessing, training=parsed.training, deploy=parsed.deploy)
     )
+    if parsed.vocab_size != parsed.preprocessing.vocab_size:  # the model the job builds, not the tokenizer's
+        _check_model_vocabulary(parsed)
     for field in ("image_uri", "image_forwards_signals"):  # the stack, not an execution, chooses the code
         if getattr(parsed.training, field) != getattr(stage.training, field):
             given, value = getattr(parsed.training, field), getattr(stage.training, field)
             raise ConfigError(f"training.{field}", given, f"the stage's ({value}): set it there")
     return parsed
+
+
+def _check_model_vocabulary(parsed: WorkflowInput) -> None:
+    """A ``hyperparameters.vocab_size`` holds the tokenizer's ids and goes through the same fit as training.*."""
+    if parsed.vocab_size < parsed.preprocessing.vocab_size and parsed.dataset.tokenizer_s3_uri is None:
+        raise ConfigError(
+            "hyperparameters.vocab_size",
+            parsed.vocab_size,
+            f"0 or at least the tokenizer's preprocessing.vocab_size ({parsed.preprocessing.vocab_size:,})",
+        )
+    try:
+        check_fit(parsed.training, parsed.vocab_size)
+    except ConfigError as error:
+        problem = str(error).split(": ", 1)[1]
+        raise ConfigError.sentence("hyperparameters.vocab_size", f"{parsed.vocab_size:,} rows: {problem}") from error
 
 
 def _validate_workflow_fields(parsed: WorkflowInput) -> None:
@@ -142,7 +148,7 @@ def _validate_workflow_fields(parsed: WorkflowInput) -> None:
             raise ConfigError(field, uri, "an s3://bucket/prefix URI")
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", parsed.dataset.name):
         raise ConfigError("dataset.name", parsed.dataset.name, "letters, digits, '.', '_' or '-', at most 64")
-    if parsed.run_name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}", parsed.run_name):
+    if parsed.run_name is not None and not re.fullmatch(RUN_NAME, parsed.run_name):
         raise ConfigError("run_name", parsed.run_name, "letters, digits, '.', '_' or '-', at most 80")
     longest = aws_limits().container_argument_chars - len(PILE_SET_OPTION)
     for name in parsed.corpus.pile_sets():
@@ -159,10 +165,7 @@ def _validate_workflow_fields(parsed: WorkflowInput) -> None:
         raise ConfigError(
             "corpus.tokenizer_sample_bytes", parsed.corpus.tokenizer_sample_bytes, "a size like 500M, 1.5G or 2GiB"
         )
-    hparams = training_module("hparams")
-    for name, value in parsed.hyperparameters.items():
-        if name in RESERVED_HYPERPARAMETERS or hparams.is_reserved(name):
-            raise ConfigError(f"hyperparameters.{name}", value, "the training.* field instead (the workflow sets it)")
+    hparams = training_module("hparams")  # the names the workflow sets: plan.check_hyperparameters
     try:
         hparams.check_hyperparameters(parsed.hyperparameters)
     except hparams.HyperparameterError as error:

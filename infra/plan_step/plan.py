@@ -19,7 +19,13 @@ from infra.plan_step.execution_input import CORPUS_SUFFIXES, WorkflowInput, pars
 from infra.plan_step.names import resource_names
 from infra.plan_step.object_store import ObjectStore
 from infra.plan_step.settings import StackSettings
-from infra.plan_step.sources import check_reuse, check_sources
+from infra.plan_step.sources import (
+    check_given_tokenizer,
+    check_reuse,
+    check_sources,
+    dataset_source,
+    source_record_uri,
+)
 from infra.presets import ModelShape
 from infra.recipe import recipe_for, recipe_summary
 from infra.training_code import training_module
@@ -35,8 +41,15 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
         inp = parse_input(raw_input, settings.stage_config)
     except ConfigError as error:
         raise InputError(str(error)) from error
+    check_hyperparameters(settings, inp)
     names = resource_names(settings.job_prefix, execution_name)
     run_name = inp.run_name or execution_name
+    if {".", ".."} & set(run_name.split("/")):  # Step Functions accepts "..": s3://checkpoints/../ leaves the run
+        shown = training_module("hparams").shown(execution_name)
+        raise InputError(
+            "run_name: None is not valid; expected a run_name (letters, digits, '.', '_' or '-', starting with a "
+            f"letter or digit): the execution's name {shown} cannot name the checkpoint folder"
+        )
 
     manifests = [uri for uri, _ in store.list(requests.dataset_uri(settings, inp) + "manifests/")]
     dataset_ready = bool(manifests)
@@ -45,17 +58,19 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
     train_tokenizer = preprocess and not tokenizer_ready
     try:
         check_sources(settings, inp, preprocess)
+        check_given_tokenizer(inp, store)
         if not preprocess:
             check_reuse(settings, inp, store, manifests)
     except ConfigError as error:
         raise InputError(str(error)) from error
     corpus = _corpus_files(settings, inp, store) if preprocess else []
     training_request = requests.training_job_request(settings, inp, names["training"], run_name)
-    check_hyperparameters(inp, training_request["HyperParameters"])
 
     sample_manifest = f"s3://{settings.datasets_bucket}/inputs/{names['tokenizer']}/tokenizer-sample.manifest"
-    if train_tokenizer:  # the one write, once every check has passed
+    if train_tokenizer:  # the writes, once every check has passed
         store.put_text(sample_manifest, _sample_manifest(requests.corpus_uri(settings, inp), corpus, inp))
+    if preprocess:  # what the dataset is made from, for the reuse check of later executions
+        store.put_text(source_record_uri(settings, inp), json.dumps(dataset_source(settings, inp)))
     shape = inp.training.shape
     return {
         "names": names,
@@ -84,10 +99,20 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
     }
 
 
-def check_hyperparameters(inp: WorkflowInput, encoded: dict[str, str]) -> None:
+def check_hyperparameters(settings: StackSettings, inp: WorkflowInput) -> None:
     """Every hyperparameter the job would get, given or derived, as train.py and SageMaker would take it
-    (also run offline by ``python -m cli validate``)."""
+    (also run offline by ``python -m cli validate``). The input may not give what the workflow sets
+    (``requests.workflow_hyperparameters``), a path in the container, or one of SageMaker's own names."""
     limits, hparams = aws_limits(), training_module("hparams")
+    owned = requests.workflow_hyperparameters(settings, inp)
+    for name, value in inp.hyperparameters.items():
+        if name in hparams.PATHS or hparams.is_reserved(name):
+            expected = "no such hyperparameter: SageMaker and the workflow choose the job's paths and SageMaker's own"
+            raise InputError(f"hyperparameters.{name}: {hparams.shown(value)} is not valid; expected {expected}")
+        if name in owned:
+            expected = "the training.* field or the stage's observability.* instead (the workflow sets it)"
+            raise InputError(f"hyperparameters.{name}: {hparams.shown(value)} is not valid; expected {expected}")
+    encoded = requests.training_hyperparameters(settings, inp)
     if len(encoded) > limits.hyperparameters:
         raise InputError(
             f"hyperparameters: {len(encoded)} in all with the workflow's own; SageMaker takes at most "
@@ -109,7 +134,9 @@ def check_hyperparameters(inp: WorkflowInput, encoded: dict[str, str]) -> None:
         try:
             hparams.check_hyperparameters({name: json.loads(text)})
         except hparams.HyperparameterError as error:
-            raise InputError(f"{field}: {error.value!r} is not valid; expected {error.expected}") from error
+            raise InputError(
+                f"{field}: {hparams.shown(error.value)} is not valid; expected {error.expected}"
+            ) from error
     train = inp.training
     try:  # the schedule the hyperparameters make: a warm-up as long as the run is refused
         recipe_for(train.model_preset, train.global_batch_tokens, train.train_tokens, inp.hyperparameters)
@@ -146,8 +173,8 @@ def _hf_checkpoint(inp: WorkflowInput, model_artifact_uri: str) -> str:
 
 def _summary(inp: WorkflowInput, shape: ModelShape) -> dict[str, Any]:
     train = inp.training
-    params = shape.parameters(inp.preprocessing.vocab_size, train.sequence_length)
-    fit = estimate_for_config(train, inp.preprocessing.vocab_size)
+    params = shape.parameters(inp.vocab_size, train.sequence_length)
+    fit = estimate_for_config(train, inp.vocab_size)
     return {
         "fit": fit.as_dict(),
         "modelled": fit.speed_line(),  # modelled, not measured (infra/estimate/step_time.py); the success e-mail's

@@ -6,6 +6,8 @@ import argparse
 import hashlib
 import json
 import re
+import signal
+import time
 from dataclasses import replace
 
 import pytest
@@ -48,12 +50,17 @@ def test_tokenizer_sample_is_spread_over_the_corpus(settings, store):
     assert manifest == [{"prefix": "s3://raw-bucket/pile/"}, "00.jsonl.zst", "02.jsonl.zst", "04.jsonl.zst"]
 
 
-def write_dataset(store, *, sequence_length=2048, vocab_size=50_257, tokenizer="{}"):
-    """A dataset as the shards job leaves it: its tokenizer and a manifest per host."""
+def write_dataset(store, *, sequence_length=2048, vocab_size=50_257, tokenizer="{}", **source):
+    """A dataset as the shards job leaves it (its tokenizer and a manifest per host), and the Plan step's record of
+    the text it was made from (``source`` overrides its fields: corpus_s3_uri="s3://...")."""
     store.put_text("s3://datasets-bucket/tokenizers/pile/tokenizer.json", tokenizer)
     manifest = {"sequence_length": sequence_length, "vocab_size": vocab_size}
     manifest["tokenizer_sha256"] = hashlib.sha256(tokenizer.encode()).hexdigest()
     store.put_text("s3://datasets-bucket/datasets/pile/manifests/algo-1.json", json.dumps(manifest))
+    record = {"corpus.s3_uri": "s3://raw-bucket/pile/", "corpus.pile_set_names": ""}
+    record["preprocessing.validation_fraction"] = 0.0005
+    record.update({name.replace("_", ".", 1): value for name, value in source.items()})
+    store.put_text("s3://datasets-bucket/inputs/datasets/pile/source.json", json.dumps(record))
 
 
 def test_existing_dataset_skips_preprocessing(settings, store):
@@ -84,6 +91,52 @@ def test_an_existing_dataset_made_otherwise_is_refused_unless_forced(settings, s
     assert plan_execution(forced, "exec", settings, store)["preprocess"]["run"] is True
 
 
+@pytest.mark.parametrize(
+    ("raw", "source", "differs"),
+    [
+        ({"corpus": {"s3_uri": "s3://raw-bucket/c4/"}}, {}, "corpus.s3_uri s3://raw-bucket/c4/ (dataset: s3://raw-"),
+        (
+            {"corpus": {"s3_uri": "s3://raw-bucket/pile/", "pile_set_names": "Github"}},
+            {},
+            "corpus.pile_set_names Github (dataset: )",
+        ),
+        (
+            {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}},
+            {"corpus_pile_set_names": "ArXiv,Github"},
+            "corpus.pile_set_names  (dataset: ArXiv,Github)",
+        ),
+        (
+            {"preprocessing": {"validation_fraction": 0.01}},
+            {},
+            "preprocessing.validation_fraction 0.01 (dataset: 0.0005)",
+        ),
+    ],
+)
+def test_a_dataset_made_from_other_text_is_refused_unless_forced(settings, store, raw, source, differs):
+    for part in ("00", "01"):
+        store.put_text(f"s3://raw-bucket/c4/{part}.jsonl", "x")
+    write_dataset(store, **source)
+    with pytest.raises(InputError, match=r"dataset\.name: 'pile' is not valid; expected a dataset made for") as error:
+        plan_execution(raw, "exec", settings, store)
+    assert differs in str(error.value)
+    forced = {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, **raw, "force_preprocess": True}
+    assert plan_execution(forced, "exec", settings, store)["preprocess"]["run"] is True
+
+
+def test_the_plan_records_what_a_dataset_is_made_from_and_a_dataset_without_a_record_is_not_reused(settings, store):
+    raw = {"corpus": {"s3_uri": "s3://raw-bucket/pile/", "pile_set_names": "Github, ArXiv"}}
+    plan_execution(raw, "exec", settings, store)
+    assert json.loads(store.read_bytes("s3://datasets-bucket/inputs/datasets/pile/source.json")) == {
+        "corpus.s3_uri": "s3://raw-bucket/pile/",
+        "corpus.pile_set_names": "ArXiv,Github",
+        "preprocessing.validation_fraction": 0.0005,
+    }
+    write_dataset(store)
+    store.path("s3://datasets-bucket/inputs/datasets/pile/source.json").unlink()
+    with pytest.raises(InputError, match=r"preprocessing\.validation_fraction 0\.0005 \(dataset: not recorded\)"):
+        plan_execution({}, "exec", settings, store)
+
+
 def test_source_buckets_of_the_stage_may_hold_the_corpus(settings, store):
     stage = {**settings.stage, "source_buckets": ["corpora"]}
     store.put_text("s3://corpora/c4/00.jsonl", "x")
@@ -93,6 +146,7 @@ def test_source_buckets_of_the_stage_may_hold_the_corpus(settings, store):
 
 
 def test_existing_or_given_tokenizer_is_reused(settings, store):
+    store.put_text("s3://raw-bucket/tok.json", "{}")
     given = {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "dataset": {"tokenizer_s3_uri": "s3://raw-bucket/tok.json"}}
     assert plan_execution(given, "e", settings, store)["preprocess"]["train_tokenizer"] is False
     store.put_text("s3://datasets-bucket/tokenizers/pile/tokenizer.json", "{}")
@@ -124,7 +178,10 @@ def test_existing_or_given_tokenizer_is_reused(settings, store):
         ({"hyperparameters": {"lerning_rate": 1e-3}}, "did you mean 'learning_rate'"),
         ({"hyperparameters": {"warmup": 7}}, "hyperparameters.warmup: 7 is not valid; expected a train.py"),
         ({"hyperparameters": {"learning": 0.5}}, "hyperparameters.learning: 0.5 is not valid"),
-        ({"hyperparameters": {"warmup_steps": "many"}}, "warmup_steps: 'many' is not valid; expected an integer >= 0"),
+        (
+            {"hyperparameters": {"warmup_steps": "many"}},
+            "warmup_steps: 'many' is not valid; expected an integer from 0 to",
+        ),
         (
             {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "hyperparameters": {"sample_prompt": "x" * 3000}},
             "hyperparameters.sample_prompt: 3,002 characters encoded; SageMaker takes at most 2,500",
@@ -140,15 +197,41 @@ def test_existing_or_given_tokenizer_is_reused(settings, store):
         ({"hyperparameters": {"sagemaker_program": "x.py"}}, "hyperparameters.sagemaker_program: 'x.py' is not valid"),
         ({"corpus": {"s3_uri": "s3://raw-bucket/empty/"}}, "corpus.s3_uri: no .jsonl"),
         (
+            {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "dataset": {"tokenizer_s3_uri": "s3://raw-bucket/no/"}},
+            "dataset.tokenizer_s3_uri: 's3://raw-bucket/no/' is not valid; expected an existing tokenizer.json",
+        ),
+        (
             {"corpus": {"s3_uri": "s3://raw-bucket/pile/", "pile_set_names": "Github," + "x" * 240}},
-            "x' is not valid; expected names of at most 239 characters",
+            "x... (242 characters) is not valid; expected names of at most 239 characters",
         ),
         (
             {"corpus": {"s3_uri": "s3://raw-bucket/pile/", "pile_set_names": ",".join(f"s{i}" for i in range(65))}},
             "is not valid; expected at most 64 comma-separated names",
         ),
         ({"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "preprocessing": {"instance_count": 6}}, "expected at most 5"),
+        # Hyperparameters that bypassed the fit and the ranges
+        ({"hyperparameters": {"vocab_size": 10**9}}, "hyperparameters.vocab_size: 1,000,000,000 rows: gpt3-125m at"),
+        ({"hyperparameters": {"vocab_size": 1000}}, "expected 0 or at least the tokenizer's preprocessing.vocab_size"),
+        (
+            {"hyperparameters": {"learning_rate": "NaN"}},
+            "hyperparameters.learning_rate: 'NaN' is not valid; expected a",
+        ),
+        ({"hyperparameters": {"dropout": "nan"}}, "hyperparameters.dropout: 'nan' is not valid; expected a finite"),
+        ({"hyperparameters": {"weight_decay": "Infinity"}}, "hyperparameters.weight_decay: 'Infinity' is not valid"),
+        ({"hyperparameters": {"sample_tokens": 10**9}}, "hyperparameters.sample_tokens: 1000000000 is not valid"),
+        ({"hyperparameters": {"eval_batches": 10**9}}, "hyperparameters.eval_batches: 1000000000 is not valid"),
+        ({"hyperparameters": {"shuffle_buffer": 10**12}}, "hyperparameters.shuffle_buffer: 1000000000000 is not"),
+        ({"hyperparameters": {"keep_checkpoints": 10**9}}, "hyperparameters.keep_checkpoints: 1000000000 is not"),
+        ({"hyperparameters": {"seed": 10**5000}}, "hyperparameters.seed: <an integer of about 5,000 digits> is not"),
+        ({"hyperparameters": {"sample_prompt": "--export_dir=/x"}}, "expected a string that does not start with '-'"),
+        ({"training": {"train_tokens": "1e400"}}, "training.train_tokens: '1e400' is not valid; expected a count"),
+        ({"training": {"train_tokens": 10**16}}, "training.train_tokens: 10000000000000000 is not valid; expected at"),
+        ({"training": {"n_layer": 400}}, "training.n_layer: 400 is not valid; expected an integer from 0 to 256"),
+        ({"training": {"d_model": 100000007}}, "training.d_model: 100000007 is not valid; expected an integer from"),
+        ({"training": {"micro_batch_size": 10**9}}, "training.micro_batch_size: 1000000000 is not valid"),
+        ({"dataset": {"name": "x" * 200_000}}, "xxxxxxxx... (200,002 characters) is not valid; expected letters"),
     ],
+    ids=lambda value: None if isinstance(value, dict) else value[:40],
 )
 def test_bad_input_names_the_field(settings, store, raw, message):
     with pytest.raises(InputError, match=None) as error:
@@ -165,6 +248,30 @@ def test_the_most_and_the_longest_pile_set_names_are_accepted(settings, store):
     assert [a for a in arguments["ContainerArguments"] if a.startswith(PILE_SET_OPTION)] == [
         PILE_SET_OPTION + name for name in names
     ]
+
+
+def test_no_hyperparameter_the_request_sets_may_be_given(settings, store):
+    raw = {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}}
+    written = plan_execution(raw, "exec", settings, store)["requests"]["training"]["HyperParameters"]
+    assert {"tensorboard_dir", "profile_start", "profile_steps", "health_rules", "n_layer", "engine"} <= set(written)
+    planned = {"checkpoint_every"}  # a default the Plan step chooses for GPU runs; the input's own wins
+    assert planned <= set(written)
+    given = plan_execution({**raw, "hyperparameters": {"checkpoint_every": 7}}, "exec", settings, store)
+    assert given["requests"]["training"]["HyperParameters"]["checkpoint_every"] == "7"
+    for name, text in written.items():
+        if name in planned:
+            continue
+        with pytest.raises(InputError, match=rf"^hyperparameters\.{name}: .* is not valid; expected "):
+            plan_execution({**raw, "hyperparameters": {name: json.loads(text)}}, "exec", settings, store)
+
+
+@pytest.mark.parametrize(
+    "name", ["export_dir", "output_dir", "train_dir", "validation_dir", "checkpoint_dir", "tensorboard_dir"]
+)
+def test_no_path_in_the_container_may_be_given(settings, store, name):
+    raw = {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "hyperparameters": {name: "/tmp/x/model"}}
+    with pytest.raises(InputError, match=rf"^hyperparameters\.{name}: '/tmp/x/model' is not valid; expected no such"):
+        plan_execution(raw, "exec", settings, store)
 
 
 def test_the_summary_states_the_recipe_and_its_departures(settings, store):
@@ -239,3 +346,59 @@ def test_a_run_shorter_than_its_warm_up_warms_up_over_half_of_it_and_says_so(set
     raw["hyperparameters"] = {"warmup_steps": 300}
     with pytest.raises(InputError, match=r"^hyperparameters.warmup_steps: 300 steps is not shorter than the run's 250"):
         plan_execution(raw, "exec", settings, store)
+
+
+# The slowest inputs found: the deepest, widest and longest legal models that do not fit (the layout search
+# runs), a micro-batch of 4,096 sequences of one token, a vocabulary of 2^32 rows, and just past each range.
+SLOW_INPUTS = [
+    {"training": {"n_layer": 256}},
+    {"training": {"n_layer": 256, "model_parallel_degree": 4}},
+    {"training": {"n_layer": 257}},
+    {"training": {"n_layer": 100_000}},
+    {"training": {"d_model": 65_536, "n_head": 1_021}},
+    {"training": {"d_model": 100_000_007}},
+    {"training": {"micro_batch_size": 4_096, "sequence_length": 1, "global_batch_tokens": 16_384}},
+    {"training": {"micro_batch_size": 4_096, "sequence_length": 256, "global_batch_tokens": 2**30}},
+    {"training": {"micro_batch_size": 10**9}},
+    {"training": {"n_layer": 256, "sequence_length": 1_048_576, "micro_batch_size": 1, "global_batch_tokens": 2**22}},
+    {"training": {"train_tokens": "1e15", "global_batch_tokens": 1}},
+    {"hyperparameters": {"vocab_size": 2**32}},
+    {"corpus": {"s3_uri": "s3://raw-bucket/pile/", "pile_set_names": ",".join(f"s{i}" for i in range(64))}},
+]
+# The Plan function has 60 s at 512 MB, about 0.29 of a vCPU (infra/workflow/plan_function.py): some 17 s of
+# one core. Each input gets a third of that, in this process's CPU time (a loaded machine does not count).
+CPU_BUDGET_SECONDS = 6.0
+
+
+@pytest.mark.parametrize("stage", ["dev", "prod"])
+def test_the_plan_step_answers_the_slowest_inputs_within_its_budget(store, stage):
+    from infra.plan_step.conftest import make_settings
+
+    settings = make_settings(stage)
+
+    def over_budget(*_):
+        raise TimeoutError(f"{raw} ran past {CPU_BUDGET_SECONDS} s of CPU")
+
+    previous = signal.signal(signal.SIGVTALRM, over_budget)
+    try:
+        for raw in SLOW_INPUTS:
+            start = time.process_time()
+            signal.setitimer(signal.ITIMER_VIRTUAL, CPU_BUDGET_SECONDS)
+            try:
+                plan_execution({"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, **raw}, "e", settings, store)
+            except InputError:
+                pass
+            finally:
+                signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+            assert time.process_time() - start < CPU_BUDGET_SECONDS, raw
+    finally:
+        signal.signal(signal.SIGVTALRM, previous)
+
+
+@pytest.mark.parametrize("execution_name", ["..", "."])
+def test_an_execution_name_that_is_no_folder_name_needs_a_run_name(settings, store, execution_name):
+    raw = {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}}
+    with pytest.raises(InputError, match=r"^run_name: None is not valid; expected a run_name"):
+        plan_execution(raw, execution_name, settings, store)
+    plan = plan_execution({**raw, "run_name": "run-1"}, execution_name, settings, store)
+    assert plan["checkpoint_uri"] == "s3://checkpoints-bucket/run-1/"

@@ -114,15 +114,19 @@ def planned_checkpoint_every(train: Any, vocab_size: int) -> dict[str, int]:
     }
 
 
-def training_hyperparameters(settings: StackSettings, inp: WorkflowInput) -> dict[str, str]:
-    """train.py's hyperparameters and the toolkit's own, JSON-encoded as the SageMaker SDK does."""
+def workflow_hyperparameters(settings: StackSettings, inp: WorkflowInput) -> dict[str, Any]:
+    """The hyperparameters the workflow itself sets, from the input's ``training.*`` fields, the stage's
+    observability and SageMaker's paths: the names an execution's ``hyperparameters`` may not give
+    (``plan.check_hyperparameters``)."""
     train = inp.training
     instance = INSTANCE_TYPES[train.instance_type]
     observability = settings.stage_config.observability
+    shape = train.shape
     values: dict[str, Any] = {
-        **planned_checkpoint_every(train, inp.preprocessing.vocab_size),  # unless the input sets it
-        **inp.hyperparameters,
         "model_preset": train.model_preset,
+        "n_layer": shape.n_layer,
+        "d_model": shape.d_model,
+        "n_head": shape.n_head,
         "sequence_length": train.sequence_length,
         "global_batch_tokens": train.global_batch_tokens,
         "micro_batch_size": train.micro_batch_size,
@@ -143,9 +147,6 @@ def training_hyperparameters(settings: StackSettings, inp: WorkflowInput) -> dic
         "sagemaker_container_log_level": 20,
         "model_dir": "/opt/ml/model",
     }
-    for field in ("n_layer", "d_model", "n_head"):
-        if getattr(train, field) is not None:
-            values[field] = getattr(train, field)
     if train.data_parallel_engine == "mpi":  # Horovod API: one process per GPU, started by mpirun
         values.update(
             engine="horovod",
@@ -156,7 +157,14 @@ def training_hyperparameters(settings: StackSettings, inp: WorkflowInput) -> dic
         )
     else:  # tf.distribute.MultiWorkerMirroredStrategy: the toolkit writes TF_CONFIG on every host
         values.update(engine="multi_worker", sagemaker_multi_worker_mirrored_strategy_enabled=True)
-    return encode_hyperparameters(values)
+    return values
+
+
+def training_hyperparameters(settings: StackSettings, inp: WorkflowInput) -> dict[str, str]:
+    """The execution's own hyperparameters over the planned defaults (``checkpoint_every``), and the workflow's
+    over both, JSON-encoded as the SageMaker SDK does."""
+    defaults = planned_checkpoint_every(inp.training, inp.vocab_size)
+    return encode_hyperparameters({**defaults, **inp.hyperparameters, **workflow_hyperparameters(settings, inp)})
 
 
 def _nccl_log_settings() -> dict[str, str]:

@@ -5,14 +5,18 @@
   Preprocessing needs ``corpus.s3_uri``: without it nothing is guessed (the raw bucket may hold several
   corpora), the execution fails naming the field.
 - Reuse: an existing dataset (its ``manifests/``) is reused only if it was made for this request: the same
-  sequence length, the same vocabulary and the same tokenizer (SHA-256 of ``tokenizer.json``); otherwise
-  the execution fails naming each field that differs, unless ``force_preprocess`` makes it anew.
+  sequence length, the same vocabulary and the same tokenizer (SHA-256 of ``tokenizer.json``), from the same
+  text: the corpus fields and the split that the Plan step recorded when it planned the dataset's preprocessing
+  (``dataset_source``, at ``source_record_uri``), the corpus fields only when the input names a corpus; otherwise
+  the execution fails naming each field that differs, unless ``force_preprocess`` makes it anew. A dataset
+  without a record (made before the record was kept) is not reused: nothing says what text it holds.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any
 
 from infra.config import ConfigError
 from infra.plan_step import requests
@@ -44,11 +48,42 @@ def check_sources(settings: StackSettings, inp: WorkflowInput, preprocess: bool)
             )
 
 
+def check_given_tokenizer(inp: WorkflowInput, store: ObjectStore) -> None:
+    """Raises ConfigError when ``dataset.tokenizer_s3_uri`` names no file: the shards job would fail after the
+    tokenizer step's instances were paid for."""
+    uri = inp.dataset.tokenizer_s3_uri
+    if uri is not None and not store.list(_tokenizer_file(uri)):
+        raise ConfigError(
+            "dataset.tokenizer_s3_uri", uri, f"an existing tokenizer.json ({_tokenizer_file(uri)} does not exist)"
+        )
+
+
+def dataset_source(settings: StackSettings, inp: WorkflowInput) -> dict[str, Any]:
+    """The fields, other than the tokenizer and the sequence length, that decide which text a dataset holds."""
+    return {
+        "corpus.s3_uri": requests.corpus_uri(settings, inp),
+        "corpus.pile_set_names": ",".join(sorted(set(inp.corpus.pile_sets()))),
+        "preprocessing.validation_fraction": inp.preprocessing.validation_fraction,
+    }
+
+
+def source_record_uri(settings: StackSettings, inp: WorkflowInput) -> str:
+    """Where the Plan step records ``dataset_source`` of the dataset it plans to make (under inputs/, which the
+    Plan function may write)."""
+    return f"s3://{settings.datasets_bucket}/inputs/datasets/{inp.dataset.name}/source.json"
+
+
 def check_reuse(settings: StackSettings, inp: WorkflowInput, store: ObjectStore, manifests: list[str]) -> None:
     """Raises ConfigError naming each field where the existing dataset differs from the request."""
     made = json.loads(store.read_bytes(manifests[0]))
-    wanted = {"training.sequence_length": inp.training.sequence_length}
-    found = {"training.sequence_length": made["sequence_length"]}
+    wanted: dict[str, Any] = {"training.sequence_length": inp.training.sequence_length}
+    found: dict[str, Any] = {"training.sequence_length": made["sequence_length"]}
+    record_uri = source_record_uri(settings, inp)
+    recorded = json.loads(store.read_bytes(record_uri)) if store.list(record_uri) else {}
+    for field, value in dataset_source(settings, inp).items():
+        if field.startswith("corpus.") and inp.corpus.s3_uri is None:
+            continue  # no corpus named: reuse the dataset by its name
+        wanted[field], found[field] = value, recorded.get(field, "not recorded")
     if inp.dataset.tokenizer_s3_uri is None:  # a given tokenizer brings its own vocabulary
         wanted["preprocessing.vocab_size"], found["preprocessing.vocab_size"] = (
             inp.preprocessing.vocab_size,

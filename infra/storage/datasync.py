@@ -58,8 +58,16 @@ class DatasetSync(Construct):
         self.task = self._task(source, destination)
 
     def _principal(self) -> iam.ServicePrincipal:
+        """DataSync of this account and region only: the keys DataSync's user guide gives for the roles of its
+        locations (its example's aws:SourceArn is the region's and account's DataSync ARNs: the location that
+        assumes a role is created with it, so its ARN cannot be named here)."""
+        stack = self._stack
         return iam.ServicePrincipal(
-            "datasync.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": self._stack.account}}
+            "datasync.amazonaws.com",
+            conditions={
+                "StringEquals": {"aws:SourceAccount": stack.account},
+                "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:datasync:{stack.region}:{stack.account}:*"},
+            },
         )
 
     def _security_group(self, vpc: ec2.IVpc, file_system: efs.IFileSystem) -> ec2.SecurityGroup:

@@ -130,7 +130,8 @@ class PlanFunction(Construct):
         )
         log_group.grant_write(role)
         # It lists (manifests, tokenizers, corpus files), reads JSON objects only (a dataset's manifests and the
-        # tokenizer it compares them with; corpus files are .jsonl, .txt ...) and writes the tokenizer's sample list.
+        # tokenizer it compares them with; corpus files are .jsonl, .txt ...) and writes the tokenizer's sample list
+        # and the record of what a dataset is made from.
         readable = [datasets, raw, *sources]
         role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[b.bucket_arn for b in readable]))
         role.add_to_policy(
@@ -163,8 +164,8 @@ class PlanFunction(Construct):
             {
                 "Resource::*": "X-Ray's PutTraceSegments and PutTelemetryRecords have no resource-level permission.",
                 f"Resource::{bucket_ref(datasets)}/inputs/*": (
-                    "The function writes one object per execution under inputs/ (the tokenizer's sample list); "
-                    "its key contains the execution's job name."
+                    "The function writes under inputs/ only: the tokenizer's sample list (its key contains the "
+                    "execution's job name) and the record of what a dataset is made from (its key, the dataset's)."
                 ),
                 **{
                     f"Resource::{bucket_ref(b)}/*.json": (

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -103,9 +104,22 @@ class Workflow(Construct):
     def _state_machine(
         self, definition: sfn.IChainable, log_group: logs.ILogGroup, log_level: str, include_execution_data: bool
     ) -> sfn.StateMachine:
+        stack = cdk.Stack.of(self)
+        name = f"{self._prefix}-workflow"
+        arn = f"arn:{stack.partition}:states:{stack.region}:{stack.account}:stateMachine:{name}"
+        role = iam.Role(  # assumed by this state machine only: its name is fixed, so its ARN is known before it is
+            self,
+            "StateMachineRole",
+            assumed_by=iam.ServicePrincipal(
+                "states.amazonaws.com",
+                conditions={"StringEquals": {"aws:SourceAccount": stack.account}, "ArnEquals": {"aws:SourceArn": arn}},
+            ),
+        )
         machine = sfn.StateMachine(
             self,
             "StateMachine",
+            state_machine_name=name,
+            role=role,
             definition_body=sfn.DefinitionBody.from_chainable(definition),
             tracing_enabled=True,
             logs=sfn.LogOptions(

@@ -18,19 +18,30 @@ import argparse
 import dataclasses
 import difflib
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
 RESERVED_PREFIX, RESERVED_NAMES = "sagemaker_", ("model_dir",)  # added by SageMaker, not train.py's
+SHOWN_CHARS = 120  # of a value in an error message (a Step Functions Cause holds 32,768 characters)
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` for an error message, at most about SHOWN_CHARS characters: a 200 KB value is not repeated,
+    and an integer too long for ``repr`` (over 4,300 digits) is described instead."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 1000:
+        return f"<an integer of about {round(value.bit_length() * math.log10(2)):,} digits>"
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text):,} characters)"
 
 
 class HyperparameterError(ValueError):
     """A hyperparameter that train.py would refuse: its name, its value and what is expected."""
 
     def __init__(self, name: str, value: Any, expected: str):
-        super().__init__(f"{name}: {value!r} is not valid; expected {expected}")
+        super().__init__(f"{name}: {shown(value)} is not valid; expected {expected}")
         self.name, self.value, self.expected = name, value, expected
 
 
@@ -61,6 +72,8 @@ class Kind:
             value = self.parse(text)
         except (ValueError, argparse.ArgumentTypeError):
             raise argparse.ArgumentTypeError(self.expected) from None
+        if isinstance(value, float) and not math.isfinite(value):  # NaN passes every comparison below
+            raise argparse.ArgumentTypeError(self.expected)
         if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
             raise argparse.ArgumentTypeError(self.expected)
         if self.choices and value not in self.choices:
@@ -68,22 +81,36 @@ class Kind:
         return value
 
 
-def integer(low: int = 0, high: int | None = None) -> Kind:
-    span = f"from {low:,} to {high:,}" if high is not None else f">= {low:,}"
-    return Kind(int, f"an integer {span}", low, high)
+def integer(low: int, high: int) -> Kind:
+    return Kind(_integer, f"an integer from {low:,} to {high:,}", low, high)
 
 
-def number(low: float = 0.0, high: float | None = None) -> Kind:
-    span = f"from {low:g} to {high:g}" if high is not None else f">= {low:g}"
-    return Kind(float, f"a number {span}", low, high)
+def number(low: float, high: float) -> Kind:
+    return Kind(float, f"a finite number from {low:g} to {high:g}", low, high)
 
 
 def one_of(*choices: str) -> Kind:
     return Kind(str, f"one of {', '.join(choices)}", choices=choices)
 
 
+def _integer(text: str) -> int:
+    if len(text) > 30:  # int() of 4,300 digits and more raises; no hyperparameter needs 30
+        raise ValueError(text)
+    return int(text)
+
+
+def _text(text: str) -> str:
+    """A string that cannot be read as an option: ``--sample_prompt --export_dir=/x`` would be two."""
+    if text.startswith("-"):
+        raise ValueError(text)
+    return text
+
+
 BOOLEAN = Kind(str2bool, "a boolean (True/False)")
-TEXT = Kind(str, "a string")
+TEXT = Kind(_text, "a string that does not start with '-'")
+# A folder in SageMaker's container: SageMaker and the workflow choose these, an execution's input may not.
+PATH = Kind(_text, "a path")
+BIG = 10**12  # steps and step counts: no run comes near
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,11 +128,11 @@ H = Hyperparameter
 SCHEMA: tuple[Hyperparameter, ...] = (
     # Model
     H("model_preset", TEXT, "gpt3-125m", "row of contract/presets.json: tiny, small, gpt3-125m ... gpt3-13b"),
-    H("n_layer", integer(0), 0, "blocks; 0 = the preset's"),
-    H("d_model", integer(0), 0, "model width; 0 = the preset's"),
-    H("n_head", integer(0), 0, "attention heads (dividing d_model); 0 = the preset's"),
-    H("sequence_length", integer(0), 0, "context in tokens; 0 = the dataset's sequence length"),
-    H("vocab_size", integer(0), 0, "embedding rows; 0 = the tokenizer's vocabulary (larger pads)"),
+    H("n_layer", integer(0, 256), 0, "blocks; 0 = the preset's"),
+    H("d_model", integer(0, 65_536), 0, "model width; 0 = the preset's"),
+    H("n_head", integer(0, 1_024), 0, "attention heads (dividing d_model); 0 = the preset's"),
+    H("sequence_length", integer(0, 1_048_576), 0, "context in tokens; 0 = the dataset's sequence length"),
+    H("vocab_size", integer(0, 2**32), 0, "embedding rows; 0 = the tokenizer's vocabulary (larger pads)"),
     H("dropout", number(0.0, 0.99), 0.0, "dropout rate in embeddings and blocks"),
     H("precision", one_of("fp32", "bf16", "fp16"), "fp32", "fp16 uses dynamic loss scaling"),
     H("use_xla", BOOLEAN, False, "XLA-compile each micro-batch's forward and backward pass"),
@@ -113,33 +140,38 @@ SCHEMA: tuple[Hyperparameter, ...] = (
     # Batch and schedule (the recipe: recipe.py)
     H(
         "global_batch_tokens",
-        integer(0),
+        integer(0, 2**30),
         0,
         "tokens per optimizer step over all replicas, reached with gradient accumulation; 0 = one micro-batch "
         "per replica (grows with the replica count)",
     ),
-    H("micro_batch_size", integer(1), 8, "sequences per replica per forward pass"),
-    H("max_steps", integer(1), 1000, "optimizer steps to train for (the run's end)"),
-    H("learning_rate", number(0.0), None, "peak learning rate; unset = the preset's (GPT-3 Table 2.1)"),
+    H("micro_batch_size", integer(1, 4_096), 8, "sequences per replica per forward pass"),
+    H("max_steps", integer(1, BIG), 1000, "optimizer steps to train for (the run's end)"),
+    H("learning_rate", number(0.0, 1.0), None, "peak learning rate; unset = the preset's (GPT-3 Table 2.1)"),
     H(
         "lr_reference_tokens",
-        integer(0),
+        integer(0, 2**30),
         0,
         "scale the peak by global batch / this (linear scaling rule); 0 = no scaling",
     ),
-    H("warmup_steps", integer(0), None, "steps of linear warm-up; unset = the preset's warm-up tokens / global batch"),
+    H(
+        "warmup_steps",
+        integer(0, BIG),
+        None,
+        "steps of linear warm-up; unset = the preset's warm-up tokens / global batch",
+    ),
     H(
         "decay_steps",
-        integer(1),
+        integer(1, BIG),
         None,
         "step where the cosine reaches its floor; unset = the preset's decay tokens / global batch, at most max_steps",
     ),
     H("min_lr_ratio", number(0.0, 1.0), 0.1, "cosine decay floor as a fraction of the peak"),
-    H("weight_decay", number(0.0), 0.1, "AdamW decoupled weight decay (matrices only)"),
+    H("weight_decay", number(0.0, 1.0), 0.1, "AdamW decoupled weight decay (matrices only)"),
     H("adam_beta1", number(0.0, 1.0), 0.9, "AdamW beta_1"),
     H("adam_beta2", number(0.0, 1.0), 0.95, "AdamW beta_2"),
-    H("grad_clip", number(0.0), 1.0, "clip the global gradient norm to this; 0 = off"),
-    H("initial_loss_scale", number(1.0), 2.0**15, "fp16 only: starting dynamic loss scale"),
+    H("grad_clip", number(0.0, 1e6), 1.0, "clip the global gradient norm to this; 0 = off"),
+    H("initial_loss_scale", number(1.0, 2.0**32), 2.0**15, "fp16 only: starting dynamic loss scale"),
     H("seed", integer(0, 2**31 - 1), 1234, "weights, dropout and data order"),
     H("deterministic", BOOLEAN, False, "TF op determinism (bit-identical reruns, slower)"),
     H(
@@ -149,7 +181,12 @@ SCHEMA: tuple[Hyperparameter, ...] = (
         "each epoch a full random permutation of the sequences, or 64-record blocks permuted and shuffled in windows "
         "of shuffle_buffer (data/sequence_order.py)",
     ),
-    H("shuffle_buffer", integer(1), 1024, "data_order=blocks: records shuffled together (data/sequence_order.py)"),
+    H(
+        "shuffle_buffer",
+        integer(1, 65_536),
+        1024,
+        "data_order=blocks: records shuffled together (data/sequence_order.py)",
+    ),
     # Distribution
     H(
         "engine",
@@ -160,67 +197,68 @@ SCHEMA: tuple[Hyperparameter, ...] = (
     ),
     H(
         "model_parallel_degree",
-        integer(1),
+        integer(1, 64),
         1,
         "pipeline stages per model replica (K): each replica's blocks are split over K devices of a host, the "
         "host's other devices and the other hosts are data-parallel replicas; 1 = no pipeline",
     ),
     H(
         "microbatches",
-        integer(0),
+        integer(0, BIG),
         0,
         "pipeline only: micro-batches per GPipe pass (M), a divisor of the step's accumulation steps; 0 = all of "
         "them; with global_batch_tokens 0, the step's micro-batches per replica",
     ),
-    H("cpu_threads", integer(0), 0, "TensorFlow intra-op threads; 0 = TensorFlow's choice"),
+    H("cpu_threads", integer(0, 1_024), 0, "TensorFlow intra-op threads; 0 = TensorFlow's choice"),
     # Checkpoints, evaluation, logs
-    H("checkpoint_dir", TEXT, "/opt/ml/checkpoints", "checkpoints (SageMaker syncs it with S3)"),
-    H("checkpoint_every", integer(0), 500, "save every N steps (and at the end); 0 = end only"),
-    H("keep_checkpoints", integer(1), 3, "newest checkpoints kept"),
+    H("checkpoint_dir", PATH, "/opt/ml/checkpoints", "checkpoints (SageMaker syncs it with S3)"),
+    H("checkpoint_every", integer(0, BIG), 500, "save every N steps (and at the end); 0 = end only"),
+    H("keep_checkpoints", integer(1, 100), 3, "newest checkpoints kept"),
     H("async_checkpoint", BOOLEAN, True, "write checkpoints in the background"),
-    H("eval_every", integer(0), 500, "validation every N steps (and at the end); 0 = never"),
+    H("eval_every", integer(0, BIG), 500, "validation every N steps (and at the end); 0 = never"),
     H(
         "eval_batches",
-        integer(1),
+        integer(1, 10_000),
         20,
         "validation batches per evaluation (per replica), of a fixed sample spread over the whole split",
     ),
-    H("log_every", integer(1), 10, "a [train] line every N steps"),
-    H("peak_tflops", number(0.0), 0.0, "peak TFLOPS per device for mfu; 0 = look up the GPU"),
+    H("log_every", integer(1, BIG), 10, "a [train] line every N steps"),
+    H("peak_tflops", number(0.0, 1e5), 0.0, "peak TFLOPS per device for mfu; 0 = look up the GPU"),
     # Training health (observe/observer.py): TensorBoard, the profiler window, the rules' thresholds
     H(
         "tensorboard_dir",
-        TEXT,
+        PATH,
         "",
         "TensorBoard logs and the training report (the workflow sets TensorBoardOutputConfig's LocalPath, "
         "/opt/ml/output/tensorboard); empty = neither, the verdicts are still printed",
     ),
-    H("profile_start", integer(0), 20, "first step of the TensorFlow profiler trace"),
-    H("profile_steps", integer(0), 5, "steps the profiler traces; 0 = no trace"),
+    H("profile_start", integer(0, BIG), 20, "first step of the TensorFlow profiler trace"),
+    H("profile_steps", integer(0, 1_000), 5, "steps the profiler traces; 0 = no trace"),
     H("health_rules", TEXT, "{}", "JSON of health-rule thresholds (health.HealthRules); {} = the defaults"),
-    H("sample_tokens", integer(0), 64, "tokens of the [sample] generated at the end; 0 = none"),
+    H("sample_tokens", integer(0, 4_096), 64, "tokens of the [sample] generated at the end; 0 = none"),
     H("sample_prompt", TEXT, "", "prompt of the sample; empty = start after <|endoftext|>"),
-    H("sample_temperature", number(0.0), 0.8, "0 = greedy"),
+    H("sample_temperature", number(0.0, 100.0), 0.8, "0 = greedy"),
     # Paths (SageMaker's environment)
-    H("train_dir", TEXT, None, "train channel (SM_CHANNEL_TRAIN)", env="SM_CHANNEL_TRAIN"),
+    H("train_dir", PATH, None, "train channel (SM_CHANNEL_TRAIN)", env="SM_CHANNEL_TRAIN"),
     H(
         "validation_dir",
-        TEXT,
+        PATH,
         None,
         "validation channel (SM_CHANNEL_VALIDATION); unset = the train channel's dataset, whose validation/ split "
         "is used",
         env="SM_CHANNEL_VALIDATION",
     ),
-    H("export_dir", TEXT, "/opt/ml/model", "SavedModel + tokenizer (SM_MODEL_DIR)", env="SM_MODEL_DIR"),
+    H("export_dir", PATH, "/opt/ml/model", "SavedModel + tokenizer (SM_MODEL_DIR)", env="SM_MODEL_DIR"),
     H(
         "hf_checkpoint",
         BOOLEAN,
         True,
         "also write a Hugging Face GPT-2 checkpoint (config.json, model.safetensors, tokenizer) in <export_dir>/hf",
     ),
-    H("output_dir", TEXT, "/opt/ml/output", "failure file (SM_OUTPUT_DIR)", env="SM_OUTPUT_DIR"),
+    H("output_dir", PATH, "/opt/ml/output", "failure file (SM_OUTPUT_DIR)", env="SM_OUTPUT_DIR"),
 )
 BY_NAME = {h.name: h for h in SCHEMA}
+PATHS = tuple(h.name for h in SCHEMA if h.kind is PATH)
 
 
 def is_reserved(name: str) -> bool:
@@ -271,7 +309,7 @@ def check_hyperparameters(values: Mapping[str, Any]) -> dict[str, Any]:
         kind = BY_NAME[name].kind
         try:
             parsed[name] = kind(_decode(json.dumps(value)))
-        except argparse.ArgumentTypeError:
+        except (argparse.ArgumentTypeError, ValueError):  # ValueError: json.dumps of an int of 4,300 digits
             raise HyperparameterError(name, value, kind.expected) from None
     return parsed
 

@@ -24,7 +24,9 @@ is given, greedy otherwise); ``temperature`` 0 .. 100 (1.0 when sampling without
 or empty), so a client sending its defaults works.
 
 Generation never goes past the model's context (prompt + max_new_tokens <= sequence_length): longer
-requests are refused, not slid. A bad request raises ``BadRequest`` (a ValueError) whose message
+requests are refused, not slid. A prompt is refused by its length in bytes before it is tokenized: no more
+than the context's tokens times the vocabulary's longest token can fit (a 6 MB prompt is refused at once,
+not after seconds of tokenizing). A bad request raises ``BadRequest`` (a ValueError) whose message
 starts with "400 Bad Request:"; the container catches it and answers HTTP 500 ``{"error": message}``,
 which InvokeEndpoint reports to the caller as ModelError (HTTP 424) with that message. The server
 keeps running.
@@ -62,8 +64,10 @@ def load(model_dir: Path = MODEL_DIR) -> tuple[Any, dict]:
     """The tokenizer and model_config.json beside the SavedModel (read once per worker)."""
     from tokenizers import Tokenizer
 
+    tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
     config = json.loads((model_dir / "model_config.json").read_text())
-    return Tokenizer.from_file(str(model_dir / "tokenizer.json")), config
+    config["longest_token_bytes"] = max(len(token.encode()) for token in tokenizer.get_vocab())
+    return tokenizer, config
 
 
 def parse_request(body: bytes | str) -> tuple[str, dict]:
@@ -71,7 +75,9 @@ def parse_request(body: bytes | str) -> tuple[str, dict]:
     try:
         request = json.loads(body)
     except (UnicodeDecodeError, ValueError) as error:
-        raise BadRequest(f"the body is not JSON ({error})") from None
+        raise BadRequest(f"the body is not JSON ({str(error)[:200]})") from None
+    except RecursionError:
+        raise BadRequest('the body is nested too deep; send {"inputs": ..., "parameters": {...}}') from None
     if not isinstance(request, dict) or "inputs" not in request:
         raise BadRequest('the body must be a JSON object with "inputs" (the prompt text)')
     if not isinstance(request["inputs"], str):
@@ -82,6 +88,26 @@ def parse_request(body: bytes | str) -> tuple[str, dict]:
     if not isinstance(parameters, dict):
         raise BadRequest('"parameters" must be a JSON object')
     return request["inputs"], {name: value for name, value in parameters.items() if value is not None}
+
+
+def _unset(value: Any) -> bool:
+    """false, "", [] or {}: what a client sends for a parameter it does not use (not 0, which equals False)."""
+    return value is False or (isinstance(value, (str, list, dict)) and not value)
+
+
+def _prompt_bytes(prompt: str, sequence_length: int, longest_token_bytes: int) -> None:
+    """BadRequest for a prompt that is no UTF-8 text, or too long in bytes to be at most sequence_length - 1
+    tokens (each token is at most the vocabulary's longest)."""
+    try:
+        size = len(prompt.encode("utf-8"))
+    except UnicodeEncodeError as error:
+        raise BadRequest(f'"inputs" is not valid Unicode ({error.reason} at character {error.start})') from None
+    limit = (sequence_length - 1) * longest_token_bytes  # input_handler's bound on the body, too
+    if size > limit:
+        raise BadRequest(
+            f"the prompt is {size:,} bytes; this model's context is {sequence_length} tokens of at most "
+            f"{longest_token_bytes} bytes, so a prompt may have at most {limit:,} bytes"
+        )
 
 
 def _integer(parameters: dict, name: str, default: int, low: int, high: int) -> int:
@@ -111,7 +137,7 @@ def generation_inputs(prompt_ids: list[int], parameters: dict, sequence_length: 
         >>> generation_inputs([5, 6], {"max_new_tokens": 4}, 32, 384)["max_new_tokens"]
         4
     """
-    unsupported = [k for k, v in parameters.items() if k not in SUPPORTED and v not in (False, "", [], {})]
+    unsupported = [k for k, v in parameters.items() if k not in SUPPORTED and not _unset(v)]
     if unsupported:
         raise BadRequest(f"parameters {', '.join(sorted(unsupported))} are not supported; use {', '.join(SUPPORTED)}")
     room = sequence_length - len(prompt_ids)
@@ -149,8 +175,13 @@ def input_handler(data, context) -> str:
     content_type = (getattr(context, "request_content_type", None) or "application/json").split(";")[0].strip()
     if content_type.lower() != "application/json":
         raise BadRequest(f"Content-Type {content_type} is not supported; send application/json")
-    prompt, parameters = parse_request(data.read())
     tokenizer, config = load()
+    body = data.read()
+    most = (config["sequence_length"] - 1) * config["longest_token_bytes"]
+    if len(body) > 6 * most + 65_536:  # a prompt byte is at most 6 bytes of JSON (\u00e9); room for parameters
+        raise BadRequest(f"the body is {len(body):,} bytes; a prompt this model can take is at most {most:,} bytes")
+    prompt, parameters = parse_request(body)
+    _prompt_bytes(prompt, config["sequence_length"], config["longest_token_bytes"])
     prompt_ids = tokenizer.encode(prompt).ids or [tokenizer.token_to_id(END_OF_TEXT)]
     inputs = generation_inputs(prompt_ids, parameters, config["sequence_length"], config["vocab_size"])
     return_full_text = _boolean(parameters, "return_full_text", True)

@@ -131,7 +131,14 @@ def test_interleaved_requests_keep_their_own_prompts(served):
         (b'{"inputs": "a", "parameters": {"seed": -1}}', "seed must be an integer from 0 to 2147483647"),
         (b'{"inputs": "a", "parameters": {"return_full_text": 1}}', "return_full_text"),
         (b'{"inputs": "a", "parameters": {"top_p": 0.9}}', "top_p are not supported"),
+        (b'{"inputs": "a", "parameters": {"top_p": 0.0}}', "top_p are not supported"),
+        (b'{"inputs": "a", "parameters": {"repetition_penalty": 0}}', "repetition_penalty are not supported"),
+        (b'{"inputs": "\\ud800 lone"}', '"inputs" is not valid Unicode (surrogates not allowed at character 0)'),
+        (b'{"inputs": "a", "parameters": ' + b"[" * 5_000 + b"]" * 5_000 + b"}", "nested too deep"),
+        (json.dumps({"inputs": "x" * 6_000_000}).encode(), "the body is 6,000,014 bytes; a prompt this model"),
+        (json.dumps({"inputs": "x" * 20_000}).encode(), "the prompt is 20,000 bytes; this model's context is 32"),
     ],
+    ids=lambda value: value[:40].decode(errors="replace") if isinstance(value, bytes) else value[:40],
 )
 def test_bad_requests_are_refused_with_a_reason(served, body, message):
     hooks = served[0]
@@ -149,3 +156,20 @@ def test_other_content_types_and_model_server_errors(served):
     failed = SimpleNamespace(status_code=400, content=b'{"error": "Input to reshape is a tensor with 0 values"}')
     with pytest.raises(ValueError, match=r"TensorFlow Serving answered 400: .*reshape"):
         hooks.output_handler(failed, ctx)
+
+
+def test_a_long_prompt_is_refused_before_it_is_tokenized(served, monkeypatch):
+    hooks, _, tokenizer = served
+    config = hooks.load()[1]
+
+    class Untouchable:
+        def encode(self, text):
+            raise AssertionError(f"tokenized {len(text):,} characters before checking the length")
+
+    monkeypatch.setattr(hooks, "load", lambda: (Untouchable(), config))
+    for prompt in ("x" * (31 * config["longest_token_bytes"] + 1), "\u00e9" * 6_000_000):
+        with pytest.raises(hooks.BadRequest, match=r"^400 Bad Request: the (prompt|body) is [\d,]+ bytes"):
+            hooks.input_handler(io.BytesIO(json.dumps({"inputs": prompt}).encode()), context())
+    monkeypatch.undo()
+    most = 31 * config["longest_token_bytes"]  # the bound never refuses a prompt that fits
+    assert len(tokenizer.encode("x" * most).ids) > 31
