@@ -8,27 +8,11 @@ import pytest
 
 from infra.estimate import step_time
 from infra.estimate.estimate import estimate
+from infra.estimate.estimate_test import prod
 from infra.estimate.step_time import AFTER, BEFORE, REFERENCE
 from infra.presets import model_presets
 
 PRESETS = model_presets()
-
-
-def prod(**overrides):
-    """The prod stage: gpt3-1.3b, 4 x ml.p4d.24xlarge, micro-batch 4, 1 M-token batches, full recomputation."""
-    args = {
-        "vocab_size": 50_257,
-        "sequence_length": 2048,
-        "micro_batch_size": 4,
-        "precision": "bf16",
-        "recompute": True,
-        "instance_type": "ml.p4d.24xlarge",
-        "instance_count": 4,
-        "global_batch_tokens": 1_048_576,
-        "train_tokens": 300_000_000_000,
-        **overrides,
-    }
-    return estimate(PRESETS["gpt3-1.3b"], **args)
 
 
 def test_score_sized_bytes_per_element_and_layer_are_the_counted_ones():
