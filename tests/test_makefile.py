@@ -12,8 +12,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# Under `make test` the outer make's MAKELEVEL and MAKEFLAGS reach these makes, which then print "make[1]: Entering
+# directory" lines; without them each make runs as a user's shell starts it.
+SHELL_ENV = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+
+
 def make(*args: str) -> str:
-    return subprocess.run(["make", "-s", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    argv = ["make", "-s", *args]
+    return subprocess.run(argv, cwd=ROOT, env=SHELL_ENV, capture_output=True, text=True, check=True).stdout
 
 
 def test_a_bare_make_is_help_and_lists_every_documented_target():
@@ -37,7 +43,7 @@ def test_config_passes_an_overrides_file_to_synth_diff_deploy_and_the_estimate()
 def dry_install(venv: Path, *args: str) -> subprocess.CompletedProcess:
     """``make -n`` of the .venv's install, for a .venv at ``venv`` (nothing is run)."""
     argv = ["make", "-n", f"VENV={venv}", f"{venv}/.installed", *args]
-    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+    return subprocess.run(argv, cwd=ROOT, env=SHELL_ENV, capture_output=True, text=True)
 
 
 def built_venv(tmp_path: Path, built_with: str) -> Path:

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import run.loop
 import tensorflow as tf
 from data import token_shards
 from observe.metrics_test import defined, parse
+from run.schedule import WarmupCosine
 from train import main
 
 from conftest import free_ports, write_dataset
@@ -367,12 +369,12 @@ def test_missing_train_channel_is_a_clear_error(tmp_path):
     assert code == 1 and "no train channel: set SM_CHANNEL_TRAIN" in (tmp_path / "out" / "failure").read_text()
 
 
-def test_a_diverging_loss_stops_training_and_leaves_only_finite_checkpoints(dataset_dir, tmp_path):
+def test_a_diverging_loss_stops_training_and_leaves_only_finite_checkpoints(dataset_dir, tmp_path, monkeypatch):
+    """A peak learning rate of 1e30 diverges in a step; the CLI refuses it (at most 1), so the schedule is given it."""
+    monkeypatch.setattr(run.loop, "WarmupCosine", lambda peak, *rest: WarmupCosine(1e30, *rest))
     code, failure = failing_run(
         dataset_dir,
         tmp_path,
-        "--learning_rate",
-        "1e30",
         "--warmup_steps",
         "0",
         "--checkpoint_every",

@@ -191,7 +191,8 @@ def test_two_hosts_each_driving_a_pipeline_end_with_identical_weights(dataset_di
     from train_test import BASE, digests, run_script
 
     workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
-    args = [*BASE, "--max_steps", "2", "--log_every", "1", "--eval_every", "2", "--eval_batches", "1"]
+    args = [*BASE, "--max_steps", "2", "--warmup_steps", "1", "--log_every", "1", "--eval_every", "2"]
+    args += ["--eval_batches", "1"]
     args += ["--sample_tokens", "0", "--train_dir", str(dataset_dir), "--checkpoint_dir", str(tmp_path / "ckpt")]
     args += ["--model_parallel_degree", "2", "--microbatches", "2"]
     processes = []
