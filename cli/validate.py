@@ -41,7 +41,7 @@ def offline_settings(config: StageConfig, corpus_uri: str | None) -> StackSettin
     """
     from infra.sdk_tables import sdk_settings  # the SageMaker SDK's tables, as at synth
 
-    account, region, prefix = config.account, config.region, f"gpt-{config.name}"
+    account, region, prefix = config.account, config.region, config.job_prefix
     return StackSettings(
         region=region,
         account=account,

@@ -72,7 +72,7 @@ class PretrainingStack(cdk.Stack):
         self.source_buckets = [
             s3.Bucket.from_bucket_name(self, f"SourceBucket{i}", name) for i, name in enumerate(config.source_buckets)
         ]
-        self.job_prefix = f"gpt-{config.name}"  # every job, model and endpoint name starts with it
+        self.job_prefix = config.job_prefix
         self.execution_role = SageMakerExecutionRole(
             self,
             "SageMakerExecution",

@@ -111,4 +111,4 @@ def test_the_cost_page_quotes_the_estimate_s_price():
     from infra.instances import INSTANCE_TYPES
 
     price = INSTANCE_TYPES["ml.p4d.24xlarge"].price_per_hour
-    assert f"ml.p4d.24xlarge is about ${price:.2f} an hour on demand" in (ROOT / "docs" / "cost.md").read_text()
+    assert f"ml.p4d.24xlarge is about ${price:.2f} an hour on demand" in (ROOT / "docs" / "deploy.md").read_text()

@@ -354,3 +354,8 @@ class StageConfig:
     def stack_name(self) -> str:
         """The CloudFormation stack of this stage (also how the CLI finds a deployed stage)."""
         return f"GptPretraining-{self.name}"
+
+    @property
+    def job_prefix(self) -> str:
+        """What every job, model, endpoint and the state machine of this stage is named from."""
+        return f"gpt-{self.name}"

@@ -18,7 +18,7 @@ def make_settings(stage: str = "dev") -> StackSettings:
     return StackSettings(
         region="us-east-1",
         account="123456789012",
-        job_prefix=f"gpt-{stage}",
+        job_prefix=config.job_prefix,
         role_arn="arn:aws:iam::123456789012:role/sagemaker-execution",
         kms_key_arn="arn:aws:kms:us-east-1:123456789012:key/1111-2222",
         raw_bucket="raw-bucket",

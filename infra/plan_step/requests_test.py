@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from infra.aws_limits import SAGEMAKER_MAX_RUN_HOURS
-from infra.plan_step import processing_requests, requests
+from infra.plan_step import debugger, processing_requests, requests
 from infra.plan_step.execution_input import parse_input
 from infra.plan_step.metric_definitions import METRIC_DEFINITIONS
 from infra.plan_step.requests import planned_checkpoint_every
@@ -213,15 +213,7 @@ def test_training_profiles_every_instance_and_runs_the_profiler_rules(settings):
     assert output == "s3://models-bucket/training/"
     assert request["ProfilerConfig"] == {"S3OutputPath": output, "ProfilingIntervalInMilliseconds": 500}
     rules = request["ProfilerRuleConfigurations"]
-    assert [r["RuleConfigurationName"] for r in rules] == [
-        "ProfilerReport",
-        "LowGPUUtilization",
-        "GPUMemoryIncrease",
-        "CPUBottleneck",
-        "IOBottleneck",
-        "BatchSize",
-        "LoadBalancing",
-    ]
+    assert [r["RuleConfigurationName"] for r in rules] == list(debugger.PROFILER_RULES)
     assert {r["RuleEvaluatorImage"] for r in rules} == {settings.rule_evaluator_image}
     # The TF 2.21 image has no smdebug hook: no tensor rules, no hook configuration.
     assert "DebugRuleConfigurations" not in request

@@ -8,16 +8,16 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from gpt.model import GPT
 from gpt.pipeline.model import PipelinedGPT
 
 from conftest import free_ports
-from run.engines import PipelineEngine, StrategyEngine
+from run.engines import PipelineEngine
 from run.pipeline_trainer import PipelineTrainer, build_pipeline_replicas
-from run.trainer import PRECISIONS, Trainer, make_optimizer
+from run.trainer import PRECISIONS
+from run.trainer_test import T, build, default_engine
 
 pytestmark = pytest.mark.usefixtures("two_logical_cpus")
-T, VOCAB = 16, 97
+VOCAB = 97  # T, the sequence length, is trainer_test.py's 16
 
 
 def build_pipeline(
@@ -53,23 +53,9 @@ def build_pipeline(
     return models[0], trainer
 
 
-def build_single(*, seed=7, accumulation=4, micro=2, lr=3e-3, dropout=0.0, precision="fp32", **kwargs):
-    model = GPT.from_preset(
-        "tiny", vocab_size=VOCAB, sequence_length=T, seed=seed, dropout=dropout, dtype=PRECISIONS[precision]
-    )
-    engine = StrategyEngine(tf.distribute.get_strategy(), "default")
-    optimizer = make_optimizer(model, lr, weight_decay=0.1)
-    trainer = Trainer(
-        model,
-        optimizer,
-        engine,
-        accumulation_steps=accumulation,
-        micro_batch_size=micro,
-        sequence_length=T,
-        precision=precision,
-        **kwargs,
-    )
-    return model, trainer
+def build_single(*, accumulation=4, micro=2, **kwargs):
+    """The single-device reference: trainer_test's tiny GPT and Trainer at this file's vocabulary."""
+    return build(default_engine(), accumulation=accumulation, micro=micro, vocab=VOCAB, **kwargs)
 
 
 def random_batches(n, shape=(1, 4, 2), seed=0):

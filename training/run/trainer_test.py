@@ -15,10 +15,11 @@ from run.trainer import PRECISIONS, AdamW, Trainer, make_optimizer
 T = 16
 
 
-def build(engine, *, accumulation=1, micro=4, lr=3e-3, precision="fp32", dropout=0.0, vocab=384, **kwargs):
+def build(engine, *, accumulation=1, micro=4, lr=3e-3, precision="fp32", dropout=0.0, vocab=384, seed=7, **kwargs):
+    """A tiny GPT and its Trainer on ``engine`` (the pipeline tests' single-device reference too)."""
     with engine.scope():
         dtype = PRECISIONS[precision]
-        model = GPT.from_preset("tiny", vocab_size=vocab, sequence_length=T, seed=7, dropout=dropout, dtype=dtype)
+        model = GPT.from_preset("tiny", vocab_size=vocab, sequence_length=T, seed=seed, dropout=dropout, dtype=dtype)
         optimizer = make_optimizer(model, lr, weight_decay=0.1)
     trainer = Trainer(
         model,
