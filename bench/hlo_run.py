@@ -1,6 +1,6 @@
 """Runs an HLO micro-step from ``bench/hlo_export.py`` on jaxlib's XLA, without TensorFlow: step time and MFU.
 
-The HLO (TensorFlow's ``hlo_serialized``) is converted to StableHLO by jaxlib
+The HLO (TensorFlow's ``hlo_serialized``, gzipped) is converted to StableHLO by jaxlib
 (``xla_client._xla.mlir.hlo_to_stablehlo``) and compiled by jax's backend client for its first device (the GPU
 where there is one). Its inputs are made on that device from the JSON's shapes: the tokens uniform over the
 vocabulary, LayerNorm gains 1, biases 0, other weights normal with standard deviation 0.02, the loss scale 1;
@@ -10,8 +10,8 @@ time is the median of ``--steps`` after ``--warmup``. MFU is the model's FLOPs p
 measured, the peak is the device's datasheet figure, not measured. XLA's own count of the FLOPs the step
 executes (recompute included) is printed beside it.
 
-    /work/wt/jaxenv/bin/python bench/hlo_run.py build/hlo/gpt3-1.3b-b4-s2048.json --peak-tflops 989
-    /work/wt/jaxenv/bin/python bench/hlo_run.py build/hlo/tiny-b2-s64.json --values   # loss on the exported inputs
+    /work/wt/jaxenv/bin/python bench/hlo_run.py build/hlo/gpt3-1.3b-bf16-b4-s2048.json --peak-tflops 989
+    /work/wt/jaxenv/bin/python bench/hlo_run.py build/hlo/tiny-bf16-b2-s128.json --values  # TF's inputs and loss
 
 Prints one JSON line per run.
 """
@@ -19,6 +19,7 @@ Prints one JSON line per run.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import statistics
 import sys
@@ -39,6 +40,12 @@ def compile_hlo(hlo: bytes, device: jax.Device):
     stablehlo = xla_client._xla.mlir.hlo_to_stablehlo(hlo)
     backend = jax.extend.backend.get_backend(device.platform)
     return backend.compile_and_load(stablehlo, [device], xla_client.CompileOptions())
+
+
+def memory_stats(executable) -> dict[str, int]:
+    """The compiled program's buffers: its arguments, results and temporaries, in bytes."""
+    stats = executable.get_compiled_memory_stats()
+    return {kind: getattr(stats, f"{kind}_size_in_bytes") for kind in ("argument", "output", "temp")}
 
 
 def make_inputs(meta: dict, device: jax.Device, seed: int) -> list[jax.Array]:
@@ -75,7 +82,7 @@ def run(meta_path: Path, *, steps: int, warmup: int, peak_tflops: float | None, 
     meta = json.loads(meta_path.read_text())
     device = jax.devices()[0]
     start = time.perf_counter()
-    executable = compile_hlo(meta_path.with_suffix(".hlo.pb").read_bytes(), device)
+    executable = compile_hlo(gzip.decompress(meta_path.with_suffix(".hlo.pb.gz").read_bytes()), device)
     compile_seconds = time.perf_counter() - start
     inputs = exported_inputs(meta, meta_path.with_suffix(".npz"), device) if values else make_inputs(meta, device, seed)
     times, outputs = [], []
@@ -89,11 +96,15 @@ def run(meta_path: Path, *, steps: int, warmup: int, peak_tflops: float | None, 
     cost = executable.cost_analysis()
     result = {
         "preset": meta["preset"], "micro_batch": meta["micro_batch"], "sequence_length": meta["sequence_length"],
-        "device": device.device_kind, "loss": float(outputs[0]),
+        "device": device.device_kind, "jax": jax.__version__, "loss": float(outputs[0]),
         "grad_norm": grad_norm, "compile_s": round(compile_seconds, 2),
         "measured_step_ms": round(step * 1e3, 3), "measured_tokens_per_s": round(tokens_per_second, 1),
         "xla_flops_per_step": (cost or {}).get("flops"), "model_flops_per_token": meta["model_flops_per_token"],
+        "xla_buffers_gib": round(sum(memory_stats(executable).values()) / 2**30, 2),
     }  # fmt: skip
+    if values and "tensorflow" in meta:  # TensorFlow's XLA step on these inputs, where they were exported
+        reference = meta["tensorflow"]["xla"]["loss"]
+        result |= {"tensorflow_loss": reference, "loss_relative_error": abs(result["loss"] - reference) / reference}
     if peak_tflops:
         achieved = meta["model_flops_per_token"] * tokens_per_second / 1e12
         result |= {"model_tflops_achieved": round(achieved, 2), "peak_tflops_stated": peak_tflops,
