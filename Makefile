@@ -7,6 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 CHECKOV_VENV := $(VENV)/checkov
 HF_VENV := .venv-hf
+JAX_VENV := .venv-jax
 NODE_BIN := node_modules/.bin
 # jsii and the local state-machine interpreter run on the Node 22 that package.json pins.
 export JSII_NODE := $(CURDIR)/$(NODE_BIN)/node
@@ -83,7 +84,7 @@ wheelhouse: install ## Wheels for jobs in isolated stages (needs PyPI, once)
 		--platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
 		-r training/requirements.txt -d training/wheels
 
-bench: install ## Benchmarks (ratios against a reference measured in the same run)
+bench: install $(JAX_VENV)/.installed ## Benchmarks (ratios against a reference measured in the same run)
 	$(VENV)/bin/pip install -q --no-deps -r bench/requirements.txt
 	for b in bench/*_bench.py; do $(PY) $$b || exit 1; done
 
@@ -127,6 +128,12 @@ $(HF_VENV)/.installed: requirements-hf.txt
 	test -x $(HF_VENV)/bin/python || $(PYTHON) -m venv $(HF_VENV)
 	$(HF_VENV)/bin/python -m pip install -q --upgrade pip
 	$(HF_VENV)/bin/python -m pip install -q -r requirements-hf.txt
+	touch $@
+
+# jaxlib for bench/hlo_parity_bench.py: the exported HLO run without TensorFlow, as on the borrowed GPU.
+$(JAX_VENV)/.installed: bench/requirements-jax.txt
+	test -x $(JAX_VENV)/bin/python || $(PYTHON) -m venv $(JAX_VENV)
+	$(JAX_VENV)/bin/python -m pip install -q -r bench/requirements-jax.txt
 	touch $@
 
 node_modules/.installed: package.json package-lock.json
