@@ -7,7 +7,7 @@ import tensorflow as tf
 from data.channel import evaluation_dataset, open_channel, spread_sample, token_dataset
 from gpt.model import GPT
 
-from conftest import SEQUENCE_LENGTH
+from conftest import SEQUENCE_LENGTH, while_loops
 from run.engines import StrategyEngine
 from run.schedule import WarmupCosine
 from run.trainer import PRECISIONS, AdamW, Trainer, make_optimizer
@@ -188,3 +188,11 @@ def test_adamw_takes_the_steps_scalars_once_and_each_variable_in_one_kernel():
     assert (count["Cos"], count["Pow"], count["ResourceApplyAdam"]) == (2, 2, 4), count
     decays = [op for op in graph.get_operations() if op.type == "Mul" and op.outputs[0].shape.rank == 2]
     assert len(decays) == 3, [op.name for op in decays]
+
+
+@pytest.mark.parametrize("use_xla", [False, True])
+def test_the_accumulation_loop_holds_one_micro_batch_at_a_time(use_xla):
+    _, trainer = build(default_engine(), accumulation=3, micro=1, use_xla=use_xla)
+    step = trainer._compute.get_concrete_function(tf.TensorSpec(trainer.batch_shape, tf.int32))
+    loops = while_loops(step)
+    assert loops and all(parallel == 1 for _, parallel in loops), loops
