@@ -106,7 +106,30 @@ def _text(text: str) -> str:
     return text
 
 
+# What each block recomputes in the backward pass instead of keeping (gpt/layers.py; infra/estimate's memory and
+# step-time models use these names): nothing, the attention sublayer, the MLP, or the whole block.
+RECOMPUTE_MODES = ("none", "attention", "mlp", "full")
+
+
+def recompute_mode(value: str | bool) -> str:
+    """A recompute mode from a name or a boolean (earlier runs' recompute): true -> ``full``, false -> ``none``.
+
+    Example:
+        >>> recompute_mode("True"), recompute_mode(False), recompute_mode("mlp")
+        ('full', 'none', 'mlp')
+    """
+    text = value if isinstance(value, bool) else str(value).strip().strip('"').lower()
+    if text in RECOMPUTE_MODES:
+        return text
+    try:
+        return "full" if str2bool(text) else "none"
+    except argparse.ArgumentTypeError:
+        expected = ", ".join(RECOMPUTE_MODES)
+        raise ValueError(f"recompute: {shown(value)} is not valid; expected one of {expected}") from None
+
+
 BOOLEAN = Kind(str2bool, "a boolean (True/False)")
+RECOMPUTE = Kind(recompute_mode, f"one of {', '.join(RECOMPUTE_MODES)} (true = full, false = none)")
 TEXT = Kind(_text, "a string that does not start with '-'")
 # A folder in SageMaker's container: SageMaker and the workflow choose these, an execution's input may not.
 PATH = Kind(_text, "a path")
@@ -136,7 +159,12 @@ SCHEMA: tuple[Hyperparameter, ...] = (
     H("dropout", number(0.0, 0.99), 0.0, "dropout rate in embeddings and blocks"),
     H("precision", one_of("fp32", "bf16", "fp16"), "fp32", "fp16 uses dynamic loss scaling"),
     H("use_xla", BOOLEAN, False, "XLA-compile each micro-batch's forward and backward pass"),
-    H("recompute", BOOLEAN, False, "recompute block activations in the backward pass"),
+    H(
+        "recompute",
+        RECOMPUTE,
+        "none",
+        "what each block recomputes in the backward pass instead of keeping: none, attention, mlp or full",
+    ),
     # Batch and schedule (the recipe: recipe.py)
     H(
         "global_batch_tokens",

@@ -14,6 +14,7 @@ import math
 
 import keras
 import tensorflow as tf
+from contract.hparams import recompute_mode
 from tensorflow.python.ops import control_flow_util
 
 _GELU_C = math.sqrt(2 / math.pi)
@@ -323,8 +324,9 @@ class DecoderBlock(keras.layers.Layer):
         dropout: dropout rate (attention probabilities, attention output, MLP output).
         n_layer: depth of the whole model; residual projections start at std 0.02 / sqrt(2 n_layer)
             (GPT-2) so the residual stream's variance does not grow with depth.
-        recompute: recompute this block's activations in the backward pass instead of keeping them
-            (trades one more forward pass for memory).
+        recompute: what to recompute in the backward pass instead of keeping (``contract.hparams``'
+            RECOMPUTE_MODES): ``none``, ``attention`` (the attention sublayer, its score-sized tensors
+            included), ``mlp`` or ``full`` (the whole block, from its input); true and false are full and none.
         seed: seed of the block's dropout SeedGenerator.
 
     Example:
@@ -339,13 +341,13 @@ class DecoderBlock(keras.layers.Layer):
         n_head: int,
         dropout: float = 0.0,
         n_layer: int = 1,
-        recompute: bool = False,
+        recompute: str | bool = "none",
         seed: int | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.d_model, self.n_head, self.dropout, self.n_layer = d_model, n_head, dropout, n_layer
-        self.recompute, self.seed = recompute, seed
+        self.recompute, self.seed = recompute_mode(recompute), seed
         residual_std = 0.02 / math.sqrt(2 * n_layer)
         init = keras.initializers.RandomNormal(stddev=0.02)
         policy = self.dtype_policy
@@ -384,15 +386,22 @@ class DecoderBlock(keras.layers.Layer):
             hidden = tf.nn.gelu(tf.nn.bias_add(tf.matmul(rows, kernel), bias), approximate=True)
         return tf.reshape(self.fc_proj(hidden), tf.shape(x))
 
-    def _forward(self, x: tf.Tensor, seed: tf.Tensor | None, training: bool) -> tf.Tensor:
-        x = x + _dropout(self.attn(self.ln_1(x), seed=seed), self.dropout, seed, site=2)
-        return x + _dropout(self._mlp(x, training), self.dropout, seed, site=3)
+    def _forward(self, x: tf.Tensor, seed: tf.Tensor | None, training: bool, recompute: str = "none") -> tf.Tensor:
+        def attention(h: tf.Tensor) -> tf.Tensor:
+            return _dropout(self.attn(self.ln_1(h), seed=seed), self.dropout, seed, site=2)
+
+        def mlp(h: tf.Tensor) -> tf.Tensor:
+            return _dropout(self._mlp(h, training), self.dropout, seed, site=3)
+
+        x = x + (tf.recompute_grad(attention) if recompute == "attention" else attention)(x)
+        return x + (tf.recompute_grad(mlp) if recompute == "mlp" else mlp)(x)
 
     def call(self, x: tf.Tensor, training: bool = False) -> tf.Tensor:
         seed = self.seed_generator.next() if training and self.dropout > 0 else None
-        if training and self.recompute:
+        recompute = self.recompute if training else "none"
+        if recompute == "full":
             return tf.recompute_grad(lambda h: self._forward(h, seed, training=True))(x)
-        return self._forward(x, seed, training)
+        return self._forward(x, seed, training, recompute)
 
     def call_with_cache(
         self, x: tf.Tensor, keys: tf.Tensor, values: tf.Tensor, written: tf.Tensor

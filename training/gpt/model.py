@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import keras
 import tensorflow as tf
+from contract.hparams import recompute_mode
 from contract.presets import get_preset
 
 from gpt.layers import DecoderBlock, LayerNorm
@@ -81,7 +82,8 @@ class GPT(keras.Model):
         d_model: width of the residual stream; the MLP is 4 x d_model wide.
         n_head: attention heads per block.
         dropout: dropout rate after the embeddings and inside each block. 0 disables it.
-        recompute: recompute each block's activations in the backward pass (saves memory).
+        recompute: what each block recomputes in the backward pass: none, attention, mlp or full (true = full,
+            false = none; ``DecoderBlock``).
         seed: seed of the dropout SeedGenerators (block i uses seed + 16 i).
         dtype: a Keras dtype policy: "float32", "mixed_bfloat16" or "mixed_float16".
 
@@ -99,7 +101,7 @@ class GPT(keras.Model):
         d_model: int,
         n_head: int,
         dropout: float = 0.0,
-        recompute: bool = False,
+        recompute: str | bool = "none",
         seed: int = 0,
         dtype: str | None = None,
         **kwargs,
@@ -107,7 +109,7 @@ class GPT(keras.Model):
         super().__init__(dtype=dtype, **kwargs)
         self.vocab_size, self.sequence_length = vocab_size, sequence_length
         self.n_layer, self.d_model, self.n_head = n_layer, d_model, n_head
-        self.dropout, self.recompute, self.seed = dropout, recompute, seed
+        self.dropout, self.recompute, self.seed = dropout, recompute_mode(recompute), seed
         init = keras.initializers.RandomNormal(stddev=0.02)
         policy = self.dtype_policy
         self.token_embedding = keras.layers.Embedding(

@@ -50,8 +50,9 @@ def loss_and_grads(model, ids):
     return loss, tape.gradient(loss, model.trainable_variables)
 
 
-def test_recompute_gives_the_same_gradients_with_dropout():
-    plain, recomputed = tiny(dropout=0.2), tiny(dropout=0.2, recompute=True)
+@pytest.mark.parametrize("recompute", ["full", "attention", "mlp", True])
+def test_recompute_gives_the_same_gradients_with_dropout(recompute):
+    plain, recomputed = tiny(dropout=0.2), tiny(dropout=0.2, recompute=recompute)
     recomputed.set_weights(plain.get_weights())  # same weights, same seed states
     ids = random_ids(length=LENGTH + 1)
     loss_a, grads_a = loss_and_grads(plain, ids)
@@ -75,7 +76,8 @@ def test_dropout_is_reproducible_from_the_seed_state():
 
 
 def test_config_round_trip_builds_the_same_shape():
-    model = tiny(dropout=0.1, recompute=True)
+    model = tiny(dropout=0.1, recompute="mlp")
     clone = GPT.from_config(model.get_config())
     assert clone.get_config() == model.get_config()
     assert clone.count_params() == model.count_params()
+    assert clone.recompute == "mlp" and GPT.from_config({**model.get_config(), "recompute": True}).recompute == "full"
