@@ -18,7 +18,7 @@ def test_defaults_come_from_the_sagemaker_environment():
     args = parse_args([], env)
     assert args.train_dir == "/opt/ml/input/data/train" and args.validation_dir is None
     assert args.export_dir == "/opt/ml/model" and args.output_dir == "/o"
-    assert args.model_preset == "gpt3-125m" and args.use_xla is False and args.checkpoint_dir == "/opt/ml/checkpoints"
+    assert args.model_preset == "gpt3-125m" and args.use_xla == "auto" and args.checkpoint_dir == "/opt/ml/checkpoints"
 
 
 def test_sm_hps_json_encoded_strings_and_boolean_strings():
@@ -136,3 +136,12 @@ def test_recompute_takes_a_mode_or_a_boolean():
     assert parse_args([], {}).recompute == "none"
     with pytest.raises(SystemExit):
         parse_args(["--recompute", "layers"], {})
+
+
+def test_use_xla_is_auto_or_a_boolean():
+    assert [parse_args(["--use_xla", t], {}).use_xla for t in ("auto", '"auto"', "True", "false")] == [
+        "auto",
+        "auto",
+        True,
+        False,
+    ]

@@ -196,3 +196,15 @@ def test_the_accumulation_loop_holds_one_micro_batch_at_a_time(use_xla):
     step = trainer._compute.get_concrete_function(tf.TensorSpec(trainer.batch_shape, tf.int32))
     loops = while_loops(step)
     assert loops and all(parallel == 1 for _, parallel in loops), loops
+
+
+@pytest.mark.parametrize(("precision", "loss_rel", "norm_rel"), [("fp32", 1e-6, 2e-6), ("bf16", 1e-3, 1e-2)])
+def test_the_xla_compiled_micro_step_gives_the_plain_steps_losses(dataset_dir, precision, loss_rel, norm_rel):
+    data = batches(dataset_dir, (1, 2, 2), 3)
+    model_a, plain = build(default_engine(), accumulation=2, micro=2, precision=precision)
+    model_b, xla = build(default_engine(), accumulation=2, micro=2, precision=precision, use_xla=True)
+    model_b.set_weights(model_a.get_weights())
+    for batch in data:
+        a, b = plain.train_step(batch), xla.train_step(batch)
+        # XLA fuses the casts and orders the sums its own way (and its softmax is exp(s - logsumexp s))
+        assert b.loss == pytest.approx(a.loss, rel=loss_rel) and b.grad_norm == pytest.approx(a.grad_norm, rel=norm_rel)
