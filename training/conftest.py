@@ -145,3 +145,10 @@ def free_ports(n: int) -> list[int]:
     for s in sockets:
         s.close()
     return ports
+
+
+def while_loops(function) -> list[tuple[str, int]]:
+    """(name, parallel_iterations) of every While op of a concrete function, its loop bodies' included."""
+    graph = function.graph.as_graph_def()
+    nodes = [*graph.node, *(node for f in graph.library.function for node in f.node_def)]
+    return [(n.name, n.attr["parallel_iterations"].i) for n in nodes if n.op in ("While", "StatelessWhile")]

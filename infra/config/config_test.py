@@ -194,6 +194,12 @@ def test_a_training_config_that_does_not_fit_names_the_smallest_change_that_does
     assert "is not valid" not in str(error.value)  # a sentence, not a quoted value
 
 
+def test_recompute_is_a_mode_a_boolean_or_unset():
+    with pytest.raises(ConfigError, match=r"training.recompute: 'blocks' is not valid; expected one of none, att"):
+        load({"training": {"recompute": "blocks"}})
+    assert load({"training": {"recompute": "attention"}}).training.recompute == "attention"
+
+
 def test_a_run_longer_than_its_max_run_hours_names_both_numbers_and_the_fixes():
     prod = {"model_preset": "gpt3-1.3b", "global_batch_tokens": 1_048_576, "micro_batch_size": 4, "instance_count": 4}
     with pytest.raises(ConfigError) as error:

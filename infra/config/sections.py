@@ -185,8 +185,9 @@ class TrainingConfig:
         micro_batch_size: sequences per device per forward pass; gradients accumulate to the global batch.
         train_tokens: tokens to train on; the step count is train_tokens / global_batch_tokens.
         precision: ``bf16`` (default), ``fp16`` (with loss scaling) or ``fp32``.
-        recompute: recompute each block's activations in the backward pass (default true: +1/3 compute, but
-            gpt3-125m at micro-batch 8 x 2048 tokens needs ~40 GiB per GPU without it; see ``make estimate``).
+        recompute: what each block recomputes in the backward pass instead of keeping: ``none``, ``attention``,
+            ``mlp`` or ``full`` (true = full, false = none; ``training/contract/hparams.py``); unset (default) = the
+            least that fits, the fewest FLOPs (``make estimate``'s "least recompute that fits", the Plan step's).
         model_parallel_degree: pipeline stages per model replica; divides the GPUs per instance (default 1).
         microbatches: with model_parallel_degree > 1, micro-batches per GPipe pass (M); a divisor of the step's
             micro-batches per replica; 0 (default) = the fewest whose bubble (K - 1) / (M + K - 1) is at most 10%,
@@ -214,7 +215,7 @@ class TrainingConfig:
     micro_batch_size: int = 8
     train_tokens: int = 10_000_000_000
     precision: str = "bf16"
-    recompute: bool = True
+    recompute: bool | str | None = None
     model_parallel_degree: int = 1
     microbatches: int = 0
     instance_type: str = "ml.p4d.24xlarge"

@@ -197,6 +197,8 @@ def _validate_training(train: TrainingConfig) -> None:
             f"a divisor of the {devices} GPUs per {train.instance_type}, at most n_layer ({shape.n_layer})",
         )
     _one_of("training.precision", train.precision, ("bf16", "fp16", "fp32"))
+    if isinstance(train.recompute, str):
+        _one_of("training.recompute", train.recompute, training_module("hparams").RECOMPUTE_MODES)
     gpu = INSTANCE_TYPES[train.instance_type].gpu_model
     if train.precision == "bf16" and gpu == "V100":
         raise ConfigError("training.precision", "bf16", f"fp16 or fp32: {train.instance_type}'s V100 has no bfloat16")

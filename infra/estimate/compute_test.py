@@ -38,7 +38,7 @@ def test_recomputation_runs_the_recomputed_part_of_every_block_again_not_the_hea
     assert compute.recompute_flops_per_token(shape, 8192, "attention") > compute.recompute_flops_per_token(
         shape, 8192, "mlp"
     )
-    with pytest.raises(ValueError, match="recompute 'some'"):
+    with pytest.raises(ValueError, match="recompute: 'some' is not valid"):
         compute.recompute_flops_per_token(shape, 2048, "some")
 
 

@@ -288,23 +288,32 @@ class TrainingFields(Protocol):
 def estimate_for_config(
     training: TrainingFields, vocab_size: int, *, implementation: Implementation = AFTER
 ) -> Estimate:
-    """The estimate of a stage's (or an execution input's) training configuration, with AdamW."""
-    return estimate(
-        shape_of(training.model_preset, training.n_layer, training.d_model, training.n_head),
-        vocab_size=vocab_size,
-        sequence_length=training.sequence_length,
-        micro_batch_size=training.micro_batch_size,
-        precision=training.precision,
-        recompute=training.recompute,
-        instance_type=training.instance_type,
-        instance_count=training.instance_count,
-        model_parallel_degree=training.model_parallel_degree,
-        global_batch_tokens=training.global_batch_tokens,
-        train_tokens=training.train_tokens,
-        microbatches=training.microbatches,
-        preset=training.model_preset,
-        implementation=implementation,
-    )
+    """The estimate of a stage's (or an execution input's) training configuration, with AdamW. ``recompute`` unset
+    (None): the least recompute mode that fits (``layouts.least_recompute``), ``full`` where none does."""
+
+    def at(recompute: bool | str) -> Estimate:
+        return estimate(
+            shape_of(training.model_preset, training.n_layer, training.d_model, training.n_head),
+            vocab_size=vocab_size,
+            sequence_length=training.sequence_length,
+            micro_batch_size=training.micro_batch_size,
+            precision=training.precision,
+            recompute=recompute,
+            instance_type=training.instance_type,
+            instance_count=training.instance_count,
+            model_parallel_degree=training.model_parallel_degree,
+            global_batch_tokens=training.global_batch_tokens,
+            train_tokens=training.train_tokens,
+            microbatches=training.microbatches,
+            preset=training.model_preset,
+            implementation=implementation,
+        )
+
+    if training.recompute is not None:
+        return at(training.recompute)
+    from infra.estimate.layouts import least_recompute  # layouts builds on this module
+
+    return at(least_recompute(at("none").inputs) or "full")
 
 
 def _memory_items(memory: Memory) -> dict[str, int]:

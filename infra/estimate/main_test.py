@@ -42,10 +42,11 @@ def test_a_stage_estimate_exits_0_when_it_fits_its_memory_and_its_time_limit(cap
 
 
 def test_options_default_to_the_stage_so_the_estimate_agrees_with_synthesis(capsys):
-    assert main(["--preset", "gpt3-125m", "--instance-type", "ml.g5.12xlarge"]) == 0  # dev: recompute on, 1 B tokens
+    assert main(["--preset", "gpt3-125m", "--instance-type", "ml.g5.12xlarge"]) == 0  # dev: 1 B tokens
     out = capsys.readouterr().out
-    assert "recompute full" in out and "of 20.1 usable (22,587 MiB less" in out and "TensorFlow reserve): fits" in out
-    assert "time to 1 B tokens     2.6 hours" in out
+    assert "recompute attention" in out and "least recompute that fits: attention" in out  # recompute unset
+    assert "of 20.1 usable (22,587 MiB less" in out and "TensorFlow reserve): fits" in out
+    assert "time to 1 B tokens     2.4 hours" in out
     assert "4 h needed (+15% checkpoints, spot restarts; 0.5 h start-up) of max_run_hours 24: finishes" in out
 
 

@@ -50,27 +50,20 @@ import dataclasses
 
 from infra.estimate import stages
 from infra.presets import ModelShape
+from infra.training_code import training_module
 
 GIB = 2**30
 FRAGMENTATION = 0.05
 OPTIMIZER_BYTES_PER_PARAMETER = {"adamw": 8, "adam": 8, "sgd": 4}  # Adam: fp32 m and v; SGD: fp32 momentum
 MIXED_PRECISIONS = ("bf16", "fp16")
 ATTENTION_KINDS = ("lean", "naive")
-RECOMPUTE_MODES = ("none", "attention", "mlp", "full")
+# The modes and the reading of a mode (true = full, false = none): the training contract's, the hyperparameter's.
+RECOMPUTE_MODES, recompute_mode = training_module("hparams").RECOMPUTE_MODES, training_module("hparams").recompute_mode
 # [s, b, h]-sized bytes (16-bit) per layer: the attention sublayer's and the MLP's (Korthikanti et al.'s 34).
 ATTENTION_SBH, MLP_SBH = 13, 21
 # Bytes per score element: kept by the forward pass, and the backward working set (float32 gradients / bf16).
 SCORES_KEPT = {"naive": 6, "lean": 2}  # 16-bit runs; float32 ones keep one float32 tensor, 4 bytes, either way
 SCORES_WORKSPACE = {"naive": 8, "lean": 4}
-
-
-def recompute_mode(recompute: bool | str) -> str:
-    """``True`` -> ``full`` (today's whole-block recomputation), ``False`` -> ``none``; a mode name as is."""
-    if isinstance(recompute, bool):
-        return "full" if recompute else "none"
-    if recompute not in RECOMPUTE_MODES:
-        raise ValueError(f"recompute {recompute!r}: expected true, false or one of {', '.join(RECOMPUTE_MODES)}")
-    return recompute
 
 
 @dataclasses.dataclass(frozen=True)

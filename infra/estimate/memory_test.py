@@ -81,7 +81,7 @@ def test_each_recompute_mode_keeps_what_it_does_not_recompute():
     assert recomputed_bytes(shape, 2048, 4, "bf16", "lean", "attention") == 13 * sbh + scores
     assert recomputed_bytes(shape, 2048, 4, "bf16", "lean", "mlp") == 21 * sbh
     assert recomputed_bytes(shape, 2048, 4, "bf16", "lean", "none") == 0
-    with pytest.raises(ValueError, match="recompute 'blocks': expected true, false or one of none, attention"):
+    with pytest.raises(ValueError, match="recompute: 'blocks' is not valid; expected one of none, attention"):
         recompute_mode("blocks")
 
 

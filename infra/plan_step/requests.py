@@ -132,7 +132,10 @@ def workflow_hyperparameters(settings: StackSettings, inp: WorkflowInput) -> dic
         "micro_batch_size": train.micro_batch_size,
         "max_steps": training_module("batch").optimizer_steps(train.train_tokens, train.global_batch_tokens),
         "precision": train.precision,
-        "recompute": train.recompute,
+        # as given, or (unset) the least that fits: a mode name, as train.py reads it
+        "recompute": training_module("hparams").recompute_mode(
+            estimate_for_config(train, inp.vocab_size).inputs.recompute
+        ),
         "hf_checkpoint": train.hf_checkpoint,
         "model_parallel_degree": train.model_parallel_degree,
         "microbatches": train.microbatches,

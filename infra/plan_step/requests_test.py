@@ -6,6 +6,8 @@ import dataclasses
 import json
 from pathlib import Path
 
+import pytest
+
 from infra.aws_limits import SAGEMAKER_MAX_RUN_HOURS
 from infra.plan_step import debugger, processing_requests, requests
 from infra.plan_step.execution_input import parse_input
@@ -251,7 +253,8 @@ def test_the_training_request_round_trips_through_train_pys_own_parser(settings)
     as_argv = hparams.parse_args([arg for name, text in hps.items() for arg in (f"--{name}", text)], {})
     for args in (as_sm_hps, as_argv):
         assert (args.model_preset, args.n_layer, args.d_model, args.n_head) == ("gpt3-125m", 4, 256, 4)
-        assert (args.warmup_steps, args.engine, args.recompute) == (7, "multi_worker", True)
+        # recompute unset: the least that fits, none for 4 layers x 256
+        assert (args.warmup_steps, args.engine, args.recompute) == (7, "multi_worker", "none")
         assert args.max_steps == 1_000_000_000 // 524_288 + 1  # ceil(train_tokens / global_batch_tokens)
         assert sorted(args.ignored) == sorted(f"--{n}" for n in hps if hparams.is_reserved(n))
 
@@ -263,3 +266,21 @@ def test_on_gpus_checkpoint_every_bounds_a_reclaims_loss_unless_the_input_sets_i
     prod = TrainingConfig(model_preset="gpt3-1.3b", global_batch_tokens=1_048_576, micro_batch_size=4, instance_count=4)
     assert planned_checkpoint_every(prod, 50_257) == {"checkpoint_every": 77}
     assert planned_checkpoint_every(TrainingConfig(instance_type="ml.m5.xlarge", precision="fp32"), 4096) == {}
+
+
+SMALL = {"model_preset": "gpt3-125m", "n_layer": 4, "d_model": 256, "n_head": 4}
+
+
+@pytest.mark.parametrize(
+    ("training", "sent"),
+    [
+        ({"model_preset": "gpt3-125m"}, "attention"),  # unset: the least that fits (dev: ml.g5.12xlarge, 8 x 2048)
+        ({"model_preset": "gpt3-125m", "recompute": True}, "full"),
+        (SMALL | {"recompute": False}, "none"),
+        (SMALL | {"recompute": "mlp"}, "mlp"),
+    ],
+)
+def test_the_request_carries_the_given_recompute_or_the_least_that_fits(settings, training, sent):
+    inp = parse_input({"training": training}, settings.stage_config)
+    hps = requests.training_job_request(settings, inp, "gpt-dev-run-abc123-trn", "run")["HyperParameters"]
+    assert training_module("hparams").parse_args([], {"SM_HPS": json.dumps(hps)}).recompute == sent

@@ -106,7 +106,37 @@ def _text(text: str) -> str:
     return text
 
 
+# What each block recomputes in the backward pass instead of keeping (gpt/layers.py; infra/estimate's memory and
+# step-time models use these names): nothing, the attention sublayer, the MLP, or the whole block.
+RECOMPUTE_MODES = ("none", "attention", "mlp", "full")
+
+
+def recompute_mode(value: str | bool) -> str:
+    """A recompute mode from a name or a boolean (earlier runs' recompute): true -> ``full``, false -> ``none``.
+
+    Example:
+        >>> recompute_mode("True"), recompute_mode(False), recompute_mode("mlp")
+        ('full', 'none', 'mlp')
+    """
+    text = value if isinstance(value, bool) else str(value).strip().strip('"').lower()
+    if text in RECOMPUTE_MODES:
+        return text
+    try:
+        return "full" if str2bool(text) else "none"
+    except argparse.ArgumentTypeError:
+        expected = ", ".join(RECOMPUTE_MODES)
+        raise ValueError(f"recompute: {shown(value)} is not valid; expected one of {expected}") from None
+
+
+def xla_setting(value: str | bool) -> str | bool:
+    """``use_xla``: "auto" or a boolean (``run/parallelism.py``'s ``use_xla`` decides auto)."""
+    text = value if isinstance(value, bool) else str(value).strip().strip('"').lower()
+    return "auto" if text == "auto" else str2bool(text)
+
+
 BOOLEAN = Kind(str2bool, "a boolean (True/False)")
+XLA = Kind(xla_setting, "auto or a boolean (True/False)")
+RECOMPUTE = Kind(recompute_mode, f"one of {', '.join(RECOMPUTE_MODES)} (true = full, false = none)")
 TEXT = Kind(_text, "a string that does not start with '-'")
 # A folder in SageMaker's container: SageMaker and the workflow choose these, an execution's input may not.
 PATH = Kind(_text, "a path")
@@ -135,8 +165,19 @@ SCHEMA: tuple[Hyperparameter, ...] = (
     H("vocab_size", integer(0, 2**32), 0, "embedding rows; 0 = the tokenizer's vocabulary (larger pads)"),
     H("dropout", number(0.0, 0.99), 0.0, "dropout rate in embeddings and blocks"),
     H("precision", one_of("fp32", "bf16", "fp16"), "fp32", "fp16 uses dynamic loss scaling"),
-    H("use_xla", BOOLEAN, False, "XLA-compile each micro-batch's forward and backward pass"),
-    H("recompute", BOOLEAN, False, "recompute block activations in the backward pass"),
+    H(
+        "use_xla",
+        XLA,
+        "auto",
+        "XLA-compile each data-parallel micro-batch's forward and backward pass; auto = on where GPUs are visible "
+        "and recompute is none (XLA drops tf.recompute_grad's recomputation as a common subexpression)",
+    ),
+    H(
+        "recompute",
+        RECOMPUTE,
+        "none",
+        "what each block recomputes in the backward pass instead of keeping: none, attention, mlp or full",
+    ),
     # Batch and schedule (the recipe: recipe.py)
     H(
         "global_batch_tokens",

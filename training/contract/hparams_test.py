@@ -18,7 +18,7 @@ def test_defaults_come_from_the_sagemaker_environment():
     args = parse_args([], env)
     assert args.train_dir == "/opt/ml/input/data/train" and args.validation_dir is None
     assert args.export_dir == "/opt/ml/model" and args.output_dir == "/o"
-    assert args.model_preset == "gpt3-125m" and args.use_xla is False and args.checkpoint_dir == "/opt/ml/checkpoints"
+    assert args.model_preset == "gpt3-125m" and args.use_xla == "auto" and args.checkpoint_dir == "/opt/ml/checkpoints"
 
 
 def test_sm_hps_json_encoded_strings_and_boolean_strings():
@@ -33,7 +33,7 @@ def test_sm_hps_json_encoded_strings_and_boolean_strings():
     }
     args = parse_args([], {"SM_HPS": json.dumps(hps)})
     assert args.model_preset == "tiny"
-    assert args.use_xla is False and args.recompute is True and args.async_checkpoint is False
+    assert args.use_xla is False and args.recompute == "full" and args.async_checkpoint is False
     assert args.max_steps == 7 and args.dropout == 0.1
     assert args.ignored == ["--model_dir"]
 
@@ -128,3 +128,20 @@ def test_every_number_has_a_stated_range():
     for h in SCHEMA:
         if h.kind.parse in (int, float) or h.kind.expected.startswith(("an integer", "a finite number")):
             assert h.kind.low is not None and h.kind.high is not None, h.name
+
+
+def test_recompute_takes_a_mode_or_a_boolean():
+    modes = {text: parse_args(["--recompute", text], {}).recompute for text in ("attention", "MLP", "false", "True")}
+    assert modes == {"attention": "attention", "MLP": "mlp", "false": "none", "True": "full"}
+    assert parse_args([], {}).recompute == "none"
+    with pytest.raises(SystemExit):
+        parse_args(["--recompute", "layers"], {})
+
+
+def test_use_xla_is_auto_or_a_boolean():
+    assert [parse_args(["--use_xla", t], {}).use_xla for t in ("auto", '"auto"', "True", "false")] == [
+        "auto",
+        "auto",
+        True,
+        False,
+    ]

@@ -48,8 +48,8 @@ FIXED_CONFIG = {
 
 def gpt2_tensors(model) -> dict[str, Any]:
     """The model's variables under GPT-2's parameter names: GPT2LMHeadModel's state dict less the tied
-    ``lm_head.weight``."""
-    named = {"transformer.wte.weight": model.token_embedding.embeddings}
+    ``lm_head.weight``. The token embedding's vocab_size rows, without the padding (``gpt.model.padded_vocab``)."""
+    named = {"transformer.wte.weight": model.token_embedding.embeddings[: model.vocab_size]}
     named["transformer.wpe.weight"] = model.position_embedding.embeddings
     for i, block in enumerate(model.blocks):
         layers = {

@@ -70,7 +70,7 @@ def float32_copy(model: GPT) -> GPT:
 
     Call it outside ``strategy.scope()``: the copy's variables are then plain, single-device ones.
     """
-    config = {**model.get_config(), "dtype": "float32", "dropout": 0.0, "recompute": False}
+    config = {**model.get_config(), "dtype": "float32", "dropout": 0.0, "recompute": "none"}
     copy = GPT.from_config(config)
     copy.set_weights(model.get_weights())
     return copy

@@ -14,6 +14,8 @@ import math
 
 import keras
 import tensorflow as tf
+from contract.hparams import recompute_mode
+from tensorflow.python.ops import control_flow_util
 
 _GELU_C = math.sqrt(2 / math.pi)
 
@@ -106,6 +108,74 @@ def _dropout(x: tf.Tensor, rate: float, seed: tf.Tensor | None, site: int) -> tf
     return tf.nn.experimental.stateless_dropout(x, rate=rate, seed=seed + tf.constant([site, 0], seed.dtype))
 
 
+def _future(length: tf.Tensor) -> tf.Tensor:
+    """[T, T] bool, True where key j is after query i (masked)."""
+    return tf.range(length)[tf.newaxis, :] > tf.range(length)[:, tf.newaxis]
+
+
+def _softmax(scores: tf.Tensor) -> tf.Tensor:
+    """Softmax over the last axis: TensorFlow's one-pass kernel, or, traced for XLA, exp(s - logsumexp(s)).
+
+    XLA fuses the second form's reductions with their producers and its last exponential with the cast that
+    follows, so nothing float32 and score-sized is written (``tf.nn.softmax`` lowers to a float32 exponential
+    kept for the sum and the division); without XLA it is five passes where the kernel is one.
+    ``GraphOrParentsInXlaContext`` is TensorFlow's own test for a graph traced under ``jit_compile`` (its
+    while_v2 and gradients use it; not a public API).
+    """
+    if not control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()):
+        return tf.nn.softmax(scores, axis=-1)
+    top = tf.reduce_max(scores, -1, keepdims=True)
+    return tf.exp(scores - top - tf.math.log(tf.reduce_sum(tf.exp(scores - top), -1, keepdims=True)))
+
+
+def causal_attention(
+    q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, rate: float = 0.0, seed: tf.Tensor | None = None
+) -> tf.Tensor:
+    """softmax(q kᵀ + causal mask) v over [B, H, T, head_dim] each (q already scaled), with a lean gradient.
+
+    Forward: the scores in float32, masked by one select, the softmax in float32, and only the probabilities P
+    kept, in the compute dtype (bf16 under mixed precision); the float32 scores die with the forward pass. With
+    dropout, P' = dropout(P) (stateless, keyed by ``seed``) and the backward pass draws the same mask again.
+    Backward, from P, the output O and dO (q already holds 1 / sqrt(head_dim); ``dS`` in float32 from P):
+
+        dV = P'ᵀ dO;  dP' = dO Vᵀ;  dP = dropout(dP');  dS = P (dP - rowsum(dO · O));  dQ = dS K;  dK = dSᵀ Q
+
+    rowsum(dO · O) = rowsum(dP · P) (FlashAttention's D), taken on [B, H, T, head_dim] instead of the scores.
+    Kept for the backward pass per score element: 2 bytes in bf16 (autodiff kept the float32 softmax and its
+    bf16 copy, 6). Score-sized tensors ([B, H, T, T]) a block's forward and backward pass writes, mixed bf16,
+    counted in ``layers_test.py`` (operations, bytes per score element), autodiff -> this core: in the
+    TensorFlow graph (11, 36) -> (11, 36), with whole-block recomputation (16, 52) -> (16, 52); in XLA's optimized
+    HLO on a CPU (8, 28) -> (6, 20). Of those 6, two exist only on a CPU, whose XLA computes bf16 matmuls in
+    float32 (P and dS converted to float32 for them, the matmuls' outputs float32): on a GPU the same HLO
+    would write S, P, dP and dS in bf16, 4 operations and 8 bytes (reasoned, not measured). XLA drops
+    ``tf.recompute_grad``'s second forward pass as a common subexpression (the same counts with and without
+    recomputation). Fewer needs a blockwise kernel that never writes [T, T].
+
+    Example:
+        >>> q = k = v = tf.ones([1, 1, 3, 2])
+        >>> causal_attention(q, k, v).shape
+        TensorShape([1, 1, 3, 2])
+    """
+
+    @tf.custom_gradient
+    def core(q, k, v):
+        scores = tf.cast(tf.matmul(q, k, transpose_b=True), tf.float32)
+        scores = tf.where(_future(tf.shape(q)[2]), tf.float32.min, scores)
+        probs = tf.cast(_softmax(scores), q.dtype)
+        out = tf.matmul(_dropout(probs, rate, seed, site=1), v)
+
+        def grad(d_out):
+            d_v = tf.matmul(_dropout(probs, rate, seed, site=1), d_out, transpose_a=True)
+            d_probs = _dropout(tf.matmul(d_out, v, transpose_b=True), rate, seed, site=1)
+            rows = tf.reduce_sum(tf.cast(d_out, tf.float32) * tf.cast(out, tf.float32), -1, keepdims=True)
+            d_scores = tf.cast(tf.cast(probs, tf.float32) * (tf.cast(d_probs, tf.float32) - rows), q.dtype)
+            return tf.matmul(d_scores, k), tf.matmul(d_scores, q, transpose_a=True), d_v
+
+        return out, grad
+
+    return core(q, k, v)
+
+
 class CausalSelfAttention(keras.layers.Layer):
     """Multi-head self-attention where position t sees positions 0..t only.
 
@@ -152,31 +222,26 @@ class CausalSelfAttention(keras.layers.Layer):
     def _attend(self, q, k, v, past: tuple | None = None, written=0, seed: tf.Tensor | None = None) -> tf.Tensor:
         """Causal attention of T positions ([B, n_head, T, head_dim] each) -> [B, T, d_model].
 
-        With ``past`` (cached keys and values in buckets, [m, B, n_head, C, head_dim] each: m buckets of C
-        positions, of which the first ``written`` are valid), every position also sees those: the scores over
-        the past and over the T new keys are taken apart and share one softmax, so the cached keys and values
-        are read where they lie, one batched matmul over the buckets, never copied together.
+        Without ``past``, ``causal_attention`` (training, and a prompt without cache). With ``past`` (cached keys
+        and values in buckets, [m, B, n_head, C, head_dim] each: m buckets of C positions, of which the first
+        ``written`` are valid; inference, no gradient), every position also sees those: the scores over the past
+        and over the T new keys are taken apart and share one softmax, so the cached keys and values are read
+        where they lie, one batched matmul over the buckets, never copied together.
         """
-        queries = tf.shape(q)[2]
-        scores = tf.cast(tf.matmul(q, k, transpose_b=True), tf.float32)  # [B, n_head, T, T]; softmax in float32
-        if q.shape[2] != 1:  # a single query sees every key
-            # Added, not selected: the gradient passes through an addition unchanged, where a select would cost
-            # another pass over the scores (attention forward and backward 2.28 -> 2.17 ms a layer here).
-            future = tf.range(queries)[tf.newaxis, :] > tf.range(queries)[:, tf.newaxis]
-            scores += tf.where(future, tf.float32.min, 0.0)
-        batch = tf.shape(q)[0]
-        if past is not None:
+        batch, queries = tf.shape(q)[0], tf.shape(q)[2]
+        if past is None:
+            out = causal_attention(q, k, v, self.dropout, seed)
+        else:
+            scores = tf.cast(tf.matmul(q, k, transpose_b=True), tf.float32)  # [B, n_head, T, T]
+            if q.shape[2] != 1:  # a single query sees every key
+                scores = tf.where(_future(queries), tf.float32.min, scores)
             past_k, past_v = past
             buckets, bucket_size = tf.shape(past_k)[0], tf.shape(past_k)[3]
             past_scores = tf.matmul(q[tf.newaxis], past_k, transpose_b=True)  # [m, B, n_head, T, C]
             past_scores = tf.reshape(tf.transpose(past_scores, [1, 2, 3, 0, 4]), [batch, self.n_head, queries, -1])
             valid = tf.range(buckets * bucket_size) < written
             scores = tf.concat([tf.where(valid, tf.cast(past_scores, tf.float32), tf.float32.min), scores], axis=-1)
-        probs = tf.cast(tf.nn.softmax(scores, axis=-1), q.dtype)
-        probs = _dropout(probs, self.dropout, seed, site=1)
-        if past is None:
-            out = tf.matmul(probs, v)
-        else:
+            probs = tf.cast(tf.nn.softmax(scores, axis=-1), q.dtype)
             past_probs, probs = tf.split(probs, [buckets * bucket_size, queries], axis=-1)
             past_probs = tf.reshape(past_probs, [batch, self.n_head, queries, buckets, bucket_size])
             past_out = tf.matmul(tf.transpose(past_probs, [3, 0, 1, 2, 4]), past_v)  # [m, B, n_head, T, head_dim]
@@ -259,8 +324,9 @@ class DecoderBlock(keras.layers.Layer):
         dropout: dropout rate (attention probabilities, attention output, MLP output).
         n_layer: depth of the whole model; residual projections start at std 0.02 / sqrt(2 n_layer)
             (GPT-2) so the residual stream's variance does not grow with depth.
-        recompute: recompute this block's activations in the backward pass instead of keeping them
-            (trades one more forward pass for memory).
+        recompute: what to recompute in the backward pass instead of keeping (``contract.hparams``'
+            RECOMPUTE_MODES): ``none``, ``attention`` (the attention sublayer, its score-sized tensors
+            included), ``mlp`` or ``full`` (the whole block, from its input); true and false are full and none.
         seed: seed of the block's dropout SeedGenerator.
 
     Example:
@@ -275,13 +341,13 @@ class DecoderBlock(keras.layers.Layer):
         n_head: int,
         dropout: float = 0.0,
         n_layer: int = 1,
-        recompute: bool = False,
+        recompute: str | bool = "none",
         seed: int | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.d_model, self.n_head, self.dropout, self.n_layer = d_model, n_head, dropout, n_layer
-        self.recompute, self.seed = recompute, seed
+        self.recompute, self.seed = recompute_mode(recompute), seed
         residual_std = 0.02 / math.sqrt(2 * n_layer)
         init = keras.initializers.RandomNormal(stddev=0.02)
         policy = self.dtype_policy
@@ -320,15 +386,22 @@ class DecoderBlock(keras.layers.Layer):
             hidden = tf.nn.gelu(tf.nn.bias_add(tf.matmul(rows, kernel), bias), approximate=True)
         return tf.reshape(self.fc_proj(hidden), tf.shape(x))
 
-    def _forward(self, x: tf.Tensor, seed: tf.Tensor | None, training: bool) -> tf.Tensor:
-        x = x + _dropout(self.attn(self.ln_1(x), seed=seed), self.dropout, seed, site=2)
-        return x + _dropout(self._mlp(x, training), self.dropout, seed, site=3)
+    def _forward(self, x: tf.Tensor, seed: tf.Tensor | None, training: bool, recompute: str = "none") -> tf.Tensor:
+        def attention(h: tf.Tensor) -> tf.Tensor:
+            return _dropout(self.attn(self.ln_1(h), seed=seed), self.dropout, seed, site=2)
+
+        def mlp(h: tf.Tensor) -> tf.Tensor:
+            return _dropout(self._mlp(h, training), self.dropout, seed, site=3)
+
+        x = x + (tf.recompute_grad(attention) if recompute == "attention" else attention)(x)
+        return x + (tf.recompute_grad(mlp) if recompute == "mlp" else mlp)(x)
 
     def call(self, x: tf.Tensor, training: bool = False) -> tf.Tensor:
         seed = self.seed_generator.next() if training and self.dropout > 0 else None
-        if training and self.recompute:
+        recompute = self.recompute if training else "none"
+        if recompute == "full":
             return tf.recompute_grad(lambda h: self._forward(h, seed, training=True))(x)
-        return self._forward(x, seed, training)
+        return self._forward(x, seed, training, recompute)
 
     def call_with_cache(
         self, x: tf.Tensor, keys: tf.Tensor, values: tf.Tensor, written: tf.Tensor

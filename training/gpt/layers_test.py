@@ -1,8 +1,11 @@
+import re
+
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from gpt import layers
 from gpt.layers import CausalSelfAttention, DecoderBlock, LayerNorm, gelu
 
 
@@ -78,3 +81,115 @@ def test_training_and_inference_blocks_agree():
     block = DecoderBlock(d_model=32, n_head=4)
     x = tf.random.stateless_normal([2, 6, 32], seed=[1, 2])
     np.testing.assert_allclose(block(x, training=True), block(x, training=False), rtol=1e-5, atol=1e-6)
+
+
+def autodiff_attention(q, k, v, rate=0.0, seed=None):
+    """The attention core as it was before ``causal_attention``: autodiff through float32 scores, an added mask,
+    a float32 softmax and its compute-dtype copy (the reference for its values, gradients and tensor counts)."""
+    length = q.shape[2]
+    future = tf.range(length)[tf.newaxis, :] > tf.range(length)[:, tf.newaxis]
+    scores = tf.cast(tf.matmul(q, k, transpose_b=True), tf.float32) + tf.where(future, tf.float32.min, 0.0)
+    probs = tf.cast(tf.nn.softmax(scores, axis=-1), q.dtype)
+    return tf.matmul(layers._dropout(probs, rate, seed, site=1), v)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize(("rate", "jit_compile"), [(0.0, False), (0.3, False), (0.0, True)])
+def test_attention_core_equals_autodiff_attention_values_and_gradients(dtype, rate, jit_compile):
+    shape = [2, 3, 11, 8]
+    q, k, v = (tf.cast(tf.random.stateless_normal(shape, seed=[i, 7]), dtype) for i in range(3))
+    upstream = tf.cast(tf.random.stateless_normal(shape, seed=[9, 9]), dtype)
+    seed = tf.constant([4, 2]) if rate else None
+
+    def values_and_gradients(attention):
+        return tf.function(lambda: forward_and_backward(attention), jit_compile=jit_compile)()
+
+    def forward_and_backward(attention):
+        with tf.GradientTape() as tape:
+            tape.watch([q, k, v])
+            out = attention(q, k, v, rate, seed)
+        return [out, *tape.gradient(out, [q, k, v], output_gradients=upstream)]
+
+    tolerance = 1e-5 if dtype == "float32" else 3e-2  # bf16: 8 bits of mantissa, sums of 11 products
+    for ours, reference in zip(
+        values_and_gradients(layers.causal_attention), values_and_gradients(autodiff_attention), strict=True
+    ):
+        assert ours.dtype == reference.dtype
+        ours, reference = tf.cast(ours, tf.float32).numpy(), tf.cast(reference, tf.float32).numpy()
+        np.testing.assert_allclose(ours, reference, rtol=tolerance, atol=tolerance * np.abs(reference).max())
+
+
+SCORE_SHAPE = [2, 3, 11, 11]  # B, H, T, T: T distinct from every other dimension (head 8, d 24, 4d 96)
+ELEMENT_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "pred": 1, "s32": 4}
+
+
+def block_step(recompute: bool):
+    """A mixed-bf16 block's forward and backward pass in training, as a tf.function of its input."""
+    block = DecoderBlock(d_model=24, n_head=3, recompute=recompute, dtype="mixed_bfloat16")
+    x = tf.random.stateless_normal(SCORE_SHAPE[:1] + SCORE_SHAPE[2:3] + [24], seed=[1, 2])
+    block.build(x.shape)
+
+    def step(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(tf.cast(block(x, training=True), tf.float32))
+        return tape.gradient(loss, [x, *block.trainable_variables])
+
+    return step, x
+
+
+def graph_score_sized(recompute: bool) -> tuple[int, int]:
+    """(operations with a score-sized output, bytes they write per score element) in the TensorFlow graph
+    (aliases, Identity and IdentityN, not counted)."""
+    step, x = block_step(recompute)
+    graph = tf.function(step).get_concrete_function(x).graph
+    outputs = [
+        t for op in graph.get_operations() if op.type not in ("Identity", "IdentityN") for t in op.outputs
+        if t.shape.as_list() == SCORE_SHAPE
+    ]  # fmt: skip
+    return len({t.op.name for t in outputs}), sum(t.dtype.size for t in outputs)
+
+
+def xla_score_sized(recompute: bool) -> tuple[int, int]:
+    """The same in XLA's optimized HLO on this CPU: instructions outside fused computations (a fusion is one
+    pass, writing its outputs) whose result is score-sized."""
+    step, x = block_step(recompute)
+    text = tf.function(step, jit_compile=True).experimental_get_compiler_ir(x)(stage="optimized_hlo")
+    computations, current = {}, None
+    for line in (line.strip() for line in text.splitlines()):
+        if line.endswith("{") and "=" not in line.split("(")[0] and not line.startswith("HloModule"):
+            current = computations.setdefault(line.split("(")[0].replace("ENTRY", "").strip(" %"), [])
+        elif line == "}":
+            current = None
+        elif current is not None and "=" in line:
+            current.append(line.split("=", 1)[1].strip())
+    fused = {name for lines in computations.values() for i in lines if " fusion(" in i for name in
+             re.findall(r"calls=%?([\w.\-]+)", i)}  # fmt: skip
+    score = re.compile(r"(\w+)\[" + ",".join(map(str, SCORE_SHAPE)) + r"\]")
+    written = [
+        score.findall(i[: i.index(")") + 1] if i.startswith("(") else i.split(" ")[0])
+        for name, lines in computations.items() if name not in fused for i in lines
+        if not re.search(r"\s(parameter|get-tuple-element|bitcast|tuple)\(", i)
+    ]  # fmt: skip
+    written = [hits for hits in written if hits]
+    return len(written), sum(ELEMENT_BYTES[dtype] for hits in written for dtype in hits)
+
+
+@pytest.mark.parametrize(
+    ("count", "recompute", "before", "after"),
+    # Measured here (B, H, T = 2, 3, 11; mixed bf16; no dropout): (operations, bytes written per score element)
+    # of one block's forward and backward pass, with the test-local ``autodiff_attention`` (before) and with
+    # ``causal_attention`` (after).
+    [
+        (graph_score_sized, False, (11, 36), (11, 36)),
+        (graph_score_sized, True, (16, 52), (16, 52)),
+        (xla_score_sized, False, (8, 28), (6, 20)),
+        (xla_score_sized, True, (8, 28), (6, 20)),
+    ],
+)
+def test_score_sized_tensors_of_a_block_before_and_after_the_attention_core(
+    monkeypatch, count, recompute, before, after
+):
+    assert count(recompute) == after
+    monkeypatch.setattr(layers, "causal_attention", autodiff_attention)
+    assert count(recompute) == before

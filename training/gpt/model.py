@@ -11,12 +11,20 @@ from __future__ import annotations
 
 import keras
 import tensorflow as tf
+from contract.hparams import recompute_mode
 from contract.presets import get_preset
 
 from gpt.layers import DecoderBlock, LayerNorm
 from gpt.loss import sparse_cross_entropy
 
 CACHE_BUCKET = 64  # cached positions read per step: a multiple of this
+VOCAB_MULTIPLE = 64  # embedding rows: the vocabulary rounded up to a multiple of this (tensor-core-sized matmuls)
+
+
+def padded_vocab(vocab_size: int) -> int:
+    """The token embedding's rows for a vocabulary: 50,257 -> 50,304. The rows past ``vocab_size`` are never
+    looked up, their logits are cut off before the softmax, and the exports leave them out."""
+    return -(-vocab_size // VOCAB_MULTIPLE) * VOCAB_MULTIPLE
 
 
 @tf.custom_gradient
@@ -75,13 +83,15 @@ class GPT(keras.Model):
     """A GPT decoder.
 
     Args:
-        vocab_size: number of token ids (the tokenizer's vocabulary, or more).
+        vocab_size: number of token ids (the tokenizer's vocabulary, or more); the token embedding has
+            ``padded_vocab(vocab_size)`` rows, the logits ``vocab_size`` columns.
         sequence_length: longest context; the size of the position embedding.
         n_layer: number of decoder blocks.
         d_model: width of the residual stream; the MLP is 4 x d_model wide.
         n_head: attention heads per block.
         dropout: dropout rate after the embeddings and inside each block. 0 disables it.
-        recompute: recompute each block's activations in the backward pass (saves memory).
+        recompute: what each block recomputes in the backward pass: none, attention, mlp or full (true = full,
+            false = none; ``DecoderBlock``).
         seed: seed of the dropout SeedGenerators (block i uses seed + 16 i).
         dtype: a Keras dtype policy: "float32", "mixed_bfloat16" or "mixed_float16".
 
@@ -99,7 +109,7 @@ class GPT(keras.Model):
         d_model: int,
         n_head: int,
         dropout: float = 0.0,
-        recompute: bool = False,
+        recompute: str | bool = "none",
         seed: int = 0,
         dtype: str | None = None,
         **kwargs,
@@ -107,11 +117,11 @@ class GPT(keras.Model):
         super().__init__(dtype=dtype, **kwargs)
         self.vocab_size, self.sequence_length = vocab_size, sequence_length
         self.n_layer, self.d_model, self.n_head = n_layer, d_model, n_head
-        self.dropout, self.recompute, self.seed = dropout, recompute, seed
+        self.dropout, self.recompute, self.seed = dropout, recompute_mode(recompute), seed
         init = keras.initializers.RandomNormal(stddev=0.02)
         policy = self.dtype_policy
         self.token_embedding = keras.layers.Embedding(
-            vocab_size, d_model, embeddings_initializer=init, dtype=policy, name="token_embedding"
+            padded_vocab(vocab_size), d_model, embeddings_initializer=init, dtype=policy, name="token_embedding"
         )
         self.position_embedding = keras.layers.Embedding(
             sequence_length,
@@ -167,12 +177,14 @@ class GPT(keras.Model):
     def logits(self, x: tf.Tensor) -> tf.Tensor:
         """Final LayerNorm and the tied output projection: [B, T, d] -> [B, T, vocab] float32.
 
-        One [B*T, d] x [d, vocab] matmul: a batched matmul against the shared embedding would make its
-        gradient a per-sequence [B, vocab, d] product summed over B.
+        One [B*T, d] x [d, padded vocab] matmul: a batched matmul against the shared embedding would make its
+        gradient a per-sequence [B, vocab, d] product summed over B. The padded rows' logits are cut off.
         """
         batch, length = tf.shape(x)[0], tf.shape(x)[1]
         x = tf.reshape(self.ln_f(x), [-1, self.d_model])
         logits = _tied_projection(x, tf.cast(self.token_embedding.embeddings, x.dtype))
+        if self.vocab_size != logits.shape[-1]:
+            logits = logits[:, : self.vocab_size]
         return tf.reshape(tf.cast(logits, tf.float32), [batch, length, self.vocab_size])
 
     def loss_sum(self, token_ids: tf.Tensor, targets: tf.Tensor, training: bool = False) -> tf.Tensor:

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from gpt.model import GPT
+from gpt.model import GPT, padded_vocab
 
 VOCAB, LENGTH = 97, 16
 
@@ -50,8 +50,9 @@ def loss_and_grads(model, ids):
     return loss, tape.gradient(loss, model.trainable_variables)
 
 
-def test_recompute_gives_the_same_gradients_with_dropout():
-    plain, recomputed = tiny(dropout=0.2), tiny(dropout=0.2, recompute=True)
+@pytest.mark.parametrize("recompute", ["full", "attention", "mlp", True])
+def test_recompute_gives_the_same_gradients_with_dropout(recompute):
+    plain, recomputed = tiny(dropout=0.2), tiny(dropout=0.2, recompute=recompute)
     recomputed.set_weights(plain.get_weights())  # same weights, same seed states
     ids = random_ids(length=LENGTH + 1)
     loss_a, grads_a = loss_and_grads(plain, ids)
@@ -75,7 +76,23 @@ def test_dropout_is_reproducible_from_the_seed_state():
 
 
 def test_config_round_trip_builds_the_same_shape():
-    model = tiny(dropout=0.1, recompute=True)
+    model = tiny(dropout=0.1, recompute="mlp")
     clone = GPT.from_config(model.get_config())
     assert clone.get_config() == model.get_config()
     assert clone.count_params() == model.count_params()
+    assert clone.recompute == "mlp" and GPT.from_config({**model.get_config(), "recompute": True}).recompute == "full"
+
+
+def test_the_embedding_is_padded_to_a_multiple_of_64_and_the_logits_are_not():
+    model = tiny()  # VOCAB = 97 ids, 128 rows
+    assert model.token_embedding.embeddings.shape[0] == 128 and padded_vocab(50_257) == 50_304
+    ids = random_ids(length=LENGTH + 1)
+    logits = model(ids[:, :-1])
+    assert logits.shape[-1] == VOCAB  # the padded rows never reach the softmax
+    kernel = model.token_embedding.embeddings
+    reference = tf.matmul(model.ln_f(model.hidden_states(ids[:, :-1])), kernel[:VOCAB], transpose_b=True)
+    np.testing.assert_allclose(logits.numpy(), reference.numpy(), rtol=1e-5, atol=1e-5)
+    with tf.GradientTape() as tape:
+        loss = model.loss_sum(ids[:, :-1], ids[:, 1:])
+    (grad,) = tape.gradient(loss, [kernel])
+    assert not np.any(tf.convert_to_tensor(grad)[VOCAB:].numpy())  # padded rows learn nothing

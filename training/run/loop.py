@@ -20,6 +20,7 @@ from data import token_shards
 from data.channel import evaluation_dataset, token_dataset
 from export.hugging_face import HF_DIR, export_hf
 from export.saved_model import export, float32_copy
+from gpt.model import padded_vocab
 from observe.metrics import device_peak_tflops, emit, model_flops_utilisation, train_line, valid_line
 from observe.observer import RunObserver
 
@@ -176,6 +177,9 @@ class TrainingRun:
         p = self.shape
         model = {"n_layer": p.n_layer, "d_model": p.d_model, "n_head": p.n_head}
         model.update(vocab_size=self.inputs.vocab_size, sequence_length=self.sequence_length)
+        rows = padded_vocab(self.inputs.vocab_size)
+        if rows != self.inputs.vocab_size:  # checkpoints from before the padding hold vocab_size rows: refused
+            model["embedding_rows"] = rows
         # The data order depends on these, not on the number of workers (data/channel.py).
         data = {"order": self.args.data_order, "seed": self.args.seed, "shuffle_buffer": self.args.shuffle_buffer}
         data.update(global_batch_sequences=self.global_batch_tokens // self.sequence_length)

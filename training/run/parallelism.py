@@ -27,6 +27,16 @@ def optimizer_arguments(args) -> dict:
     return {"weight_decay": args.weight_decay, "beta_1": args.adam_beta1, "beta_2": args.adam_beta2}
 
 
+def use_xla(setting: str | bool, recompute: str) -> bool:
+    """The ``use_xla`` hyperparameter: as given, or (auto) on where TensorFlow sees a GPU and nothing is
+    recomputed. XLA's common-subexpression pass merges ``tf.recompute_grad``'s second forward pass with the first
+    (``gpt/layers_test.py``'s HLO: the same matmuls with and without recomputation), so a step that needs
+    recomputation to fit would keep every activation under XLA."""
+    if setting != "auto":
+        return bool(setting)
+    return bool(tf.config.list_physical_devices("GPU")) and recompute == "none"
+
+
 class DataParallel:
     """Args: the parsed hyperparameters."""
 
@@ -48,7 +58,8 @@ class DataParallel:
         with engine.scope():
             model = GPT(**model_arguments)
             optimizer = make_optimizer(model, schedule, **optimizer_arguments(self.args))
-        trainer = Trainer(model, optimizer, engine, use_xla=self.args.use_xla, **trainer_arguments)
+        xla = use_xla(self.args.use_xla, self.args.recompute)
+        trainer = Trainer(model, optimizer, engine, use_xla=xla, **trainer_arguments)
         return model, trainer
 
     def describe(self, model: keras.Model, trainer: Trainer) -> str:
@@ -63,7 +74,7 @@ class DataParallel:
 class Pipelined(DataParallel):
     def make_engine(self, hosts: list[str], current_host: str, num_gpus: int, env) -> Any:
         a = self.args
-        if a.use_xla:
+        if a.use_xla is True:  # auto: off for a pipeline
             raise JobError(
                 "use_xla with model_parallel_degree > 1: XLA compiles a function for one device, a pipeline "
                 "step spans several"

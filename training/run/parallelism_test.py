@@ -3,9 +3,10 @@
 from types import SimpleNamespace
 
 import pytest
+import tensorflow as tf
 from contract.batch import BatchError
 
-from run.parallelism import DataParallel, Pipelined, for_run
+from run.parallelism import DataParallel, Pipelined, for_run, use_xla
 
 
 def hparams(**values) -> SimpleNamespace:
@@ -23,3 +24,11 @@ def test_accumulation_steps():
     assert Pipelined(hparams(global_batch_tokens=0, microbatches=3)).accumulation_steps(1) == 3  # one pass of 3
     with pytest.raises(BatchError, match="microbatches"):
         Pipelined(hparams(microbatches=3)).accumulation_steps(4)
+
+
+def test_use_xla_auto_is_on_with_a_gpu_and_nothing_recomputed(monkeypatch):
+    assert use_xla("auto", "none") is False  # this CPU
+    assert use_xla(True, "full") is True and use_xla(False, "none") is False
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: ["GPU:0"] if kind == "GPU" else [])
+    assert use_xla("auto", "none") is True
+    assert use_xla("auto", "attention") is False  # XLA would drop the recomputation

@@ -25,7 +25,7 @@ from gpt.pipeline.model import PipelinedGPT, stage_of, variable_device
 from observe.metrics import Evaluation
 
 from run.engines import PipelineEngine
-from run.trainer import AdamW, Trainer, make_optimizer, sequence_loss_sums
+from run.trainer import AdamW, Trainer, accumulate, make_optimizer, sequence_loss_sums
 
 
 class PlacedAdamW(AdamW):
@@ -131,18 +131,19 @@ class PipelineTrainer(Trainer):
     def _replica_gradients(self, model: PipelinedGPT, tokens: tf.Tensor):
         """Loss and gradients of one replica's [accumulation, micro_batch, T + 1] tokens: GPipe passes, summed."""
         tokens = tf.reshape(tokens, [self.passes, self.microbatches, *tokens.shape[1:]])
-        loss, grads = gpipe_gradients(model, tokens[0], self._micro_loss, self.loss_scale)
-        if self.passes > 1:
-            for p in tf.range(1, self.passes):
-                pass_loss, pass_grads = gpipe_gradients(model, tokens[p], self._micro_loss, self.loss_scale)
-                with tf.device(model.devices[-1]):
-                    loss += pass_loss
-                summed = []
-                for variable, a, b in zip(model.trainable_variables, grads, pass_grads, strict=True):
-                    with tf.device(variable_device(variable)):
-                        summed.append(a + b)
-                grads = summed
-        return loss, grads
+
+        def add_pass(p, summed):
+            pass_loss, pass_grads = gpipe_gradients(model, tokens[p], self._micro_loss, self.loss_scale)
+            with tf.device(model.devices[-1]):
+                loss = summed[0] + pass_loss
+            grads = []
+            for variable, a, b in zip(model.trainable_variables, summed[1], pass_grads, strict=True):
+                with tf.device(variable_device(variable)):
+                    grads.append(a + b)
+            return loss, grads
+
+        first = gpipe_gradients(model, tokens[0], self._micro_loss, self.loss_scale)
+        return accumulate(add_pass, self.passes, first)
 
     def _unscale_and_square(self, model: PipelinedGPT, grads: list) -> tuple[list, list]:
         """grads / loss_scale, and each stage's sum of squared gradients; each stage's arithmetic on its device."""

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 from gpt.pipeline.model import PipelinedGPT
 
-from conftest import free_ports
+from conftest import free_ports, while_loops
 from run.engines import PipelineEngine
 from run.pipeline_trainer import PipelineTrainer, build_pipeline_replicas
 from run.trainer import PRECISIONS
@@ -197,3 +197,10 @@ def test_two_hosts_each_driving_a_pipeline_end_with_identical_weights(dataset_di
     assert "[valid] step=2" in chief and "[train]" not in other
     assert digests(chief)[0] == digests(other)[1]  # bit-identical weights on both hosts
     assert (tmp_path / "model-0" / "1").is_dir() and not (tmp_path / "model-1").exists()
+
+
+def test_every_loop_of_the_step_holds_one_pass_and_one_tick_at_a_time():
+    _, trainer = build_pipeline(accumulation=4, microbatches=2)  # two passes of two micro-batches
+    step = trainer._compute.get_concrete_function(tf.TensorSpec(trainer.batch_shape, tf.int32))
+    loops = while_loops(step)
+    assert len(loops) >= 3 and all(parallel == 1 for _, parallel in loops), loops  # passes, forward, backward

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
+from typing import Any
 
 import keras
 import numpy as np
@@ -195,11 +197,11 @@ class Trainer:
         return loss, [tf.convert_to_tensor(g) for g in grads]  # embedding lookups give IndexedSlices
 
     def _replica_compute(self, tokens: tf.Tensor):
-        loss, grads = self._micro_grads(tokens[0])
-        for i in tf.range(1, self.accumulation_steps):
+        def add_micro_batch(i, summed):
             micro_loss, micro_grads = self._micro_grads(tokens[i])
-            loss += micro_loss
-            grads = [a + b for a, b in zip(grads, micro_grads, strict=True)]
+            return summed[0] + micro_loss, [a + b for a, b in zip(summed[1], micro_grads, strict=True)]
+
+        loss, grads = accumulate(add_micro_batch, self.accumulation_steps, self._micro_grads(tokens[0]))
         grads = self.engine.reduce_gradients(grads)
         loss = self.engine.sum_over_replicas(loss)
         if self.precision == "fp16":  # elsewhere the scale is 1: dividing would be a pass over every gradient
@@ -259,6 +261,25 @@ class Trainer:
             for batch in dataset:
                 total += self._evaluate(batch).numpy()  # in float64 here: sums of squares over many batches
         return Evaluation.from_sums(*total)
+
+
+def accumulate(add: Callable[[tf.Tensor, Any], Any], count: int, first: Any) -> Any:
+    """``first`` with ``add(i, summed)`` applied for i = 1 .. count - 1, one iteration in flight at a time.
+
+    A ``tf.while_loop`` with ``parallel_iterations=1``: an iteration that depends only on its own micro-batch
+    can otherwise start before the previous one ends (autograph's loops allow 10), each holding its activations,
+    and the memory estimate counts one micro-batch. ``run/trainer_test.py`` checks every loop of a step.
+
+    Example:
+        >>> accumulate(lambda i, s: s + tf.cast(i, tf.float32), 4, tf.constant(0.0))  # 0 + 1 + 2 + 3
+        <tf.Tensor: shape=(), dtype=float32, numpy=6.0>
+    """
+    if count <= 1:
+        return first
+    _, summed = tf.while_loop(
+        lambda i, _: i < count, lambda i, s: (i + 1, add(i, s)), (tf.constant(1), first), parallel_iterations=1
+    )
+    return summed
 
 
 def sequence_loss_sums(token_losses: tf.Tensor, weights: tf.Tensor) -> tf.Tensor:

@@ -7,7 +7,7 @@ import tensorflow as tf
 from data.channel import evaluation_dataset, open_channel, spread_sample, token_dataset
 from gpt.model import GPT
 
-from conftest import SEQUENCE_LENGTH
+from conftest import SEQUENCE_LENGTH, while_loops
 from run.engines import StrategyEngine
 from run.schedule import WarmupCosine
 from run.trainer import PRECISIONS, AdamW, Trainer, make_optimizer
@@ -189,3 +189,23 @@ def test_adamw_takes_the_steps_scalars_once_and_each_variable_in_one_kernel():
     assert (count["Cos"], count["Pow"], count["ResourceApplyAdam"]) == (2, 2, 4), count
     decays = [op for op in graph.get_operations() if op.type == "Mul" and op.outputs[0].shape.rank == 2]
     assert len(decays) == 3, [op.name for op in decays]
+
+
+@pytest.mark.parametrize("use_xla", [False, True])
+def test_the_accumulation_loop_holds_one_micro_batch_at_a_time(use_xla):
+    _, trainer = build(default_engine(), accumulation=3, micro=1, use_xla=use_xla)
+    step = trainer._compute.get_concrete_function(tf.TensorSpec(trainer.batch_shape, tf.int32))
+    loops = while_loops(step)
+    assert loops and all(parallel == 1 for _, parallel in loops), loops
+
+
+@pytest.mark.parametrize(("precision", "loss_rel", "norm_rel"), [("fp32", 1e-6, 2e-6), ("bf16", 1e-3, 1e-2)])
+def test_the_xla_compiled_micro_step_gives_the_plain_steps_losses(dataset_dir, precision, loss_rel, norm_rel):
+    data = batches(dataset_dir, (1, 2, 2), 3)
+    model_a, plain = build(default_engine(), accumulation=2, micro=2, precision=precision)
+    model_b, xla = build(default_engine(), accumulation=2, micro=2, precision=precision, use_xla=True)
+    model_b.set_weights(model_a.get_weights())
+    for batch in data:
+        a, b = plain.train_step(batch), xla.train_step(batch)
+        # XLA fuses the casts and orders the sums its own way (and its softmax is exp(s - logsumexp s))
+        assert b.loss == pytest.approx(a.loss, rel=loss_rel) and b.grad_norm == pytest.approx(a.grad_norm, rel=norm_rel)

@@ -110,6 +110,7 @@ def gpipe_gradients(
             lambda t, *_: t < count + ahead,
             forward_tick,
             [tf.constant(0), first_inputs, saved, seed_log],
+            parallel_iterations=1,  # one tick at a time: the first stage may not run micro-batches ahead
         )
     after_forward = [_read(s) if s else None for s in seeds]
 
@@ -166,6 +167,7 @@ def gpipe_gradients(
         lambda t, *_: t < count + last,
         backward_tick,
         [tf.constant(0), upstreams, accumulators, loss],
+        parallel_iterations=1,
     )
     for k in range(stages):
         if seeds[k]:
