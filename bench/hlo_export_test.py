@@ -17,7 +17,8 @@ def test_the_json_names_every_parameter_of_the_hlo_and_the_results_are_the_loss_
     hlo_inputs = [(list(p.dimensions), xla_data_pb2.PrimitiveType.Name(p.element_type)) for p in program.parameters]
     dtypes = {"int32": "S32", "float32": "F32"}
     assert hlo_inputs == [(spec["shape"], dtypes[spec["dtype"]]) for spec in meta["inputs"]]
-    assert [spec["name"] for spec in meta["inputs"]][:2] == ["tokens", "gpt/token_embedding/embeddings"]
+    # Without the model's own name (Keras numbers it: gpt_90 after other tests made 89 models in this process).
+    assert [spec["name"].split("/", 1)[-1] for spec in meta["inputs"]][:2] == ["tokens", "token_embedding/embeddings"]
     assert meta["inputs"][-1]["name"] == "loss_scale" and meta["inputs"][0]["shape"] == [2, 49]
     weights = meta["inputs"][1:-1]
     assert [list(r.dimensions) for r in program.result.tuple_shapes] == [[]] + [w["shape"] for w in weights]
