@@ -230,6 +230,7 @@ def estimate_inputs(inputs: EstimateInputs) -> Estimate:
     """``estimate`` for an ``EstimateInputs``."""
     inputs.check()
     shape, seq, k = inputs.shape, inputs.sequence_length, inputs.model_parallel_degree
+    implementation = inputs.implementation.as_run(k)
     parameters = shape.parameters(inputs.vocab_size, seq)
     common = {"vocab_size": inputs.vocab_size, "sequence_length": seq, "precision": inputs.precision}
     return Estimate(
@@ -244,8 +245,8 @@ def estimate_inputs(inputs: EstimateInputs) -> Estimate:
             model_parallel_degree=k,
             accumulation_steps=inputs.accumulation_steps,
             pipeline_microbatches=inputs.pipeline_microbatches,
-            attention=inputs.implementation.memory_attention,
-            xla=inputs.implementation.xla,
+            attention=implementation.memory_attention,
+            xla=implementation.xla,
         ),
         model_flops_per_token=compute.model_flops_per_token(shape, parameters, seq),
         hardware_flops_per_token=compute.hardware_flops_per_token(shape, parameters, seq, inputs.recompute),
@@ -261,7 +262,7 @@ def estimate_inputs(inputs: EstimateInputs) -> Estimate:
             model_parallel_degree=k,
             accumulation_steps=inputs.accumulation_steps,
             pipeline_microbatches=inputs.pipeline_microbatches,
-            implementation=inputs.implementation,
+            implementation=implementation,
         ),
     )
 

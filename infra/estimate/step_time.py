@@ -11,9 +11,11 @@ each byte written is read once more (the factor 2). The bytes depend on the impl
 - Score-sized tensors ([B, heads, T, T]), bytes written per score element per layer, forward and backward:
   ``naive`` 16 + 20 (today's ``_attend``: float32 scores, the mask added, a float32 softmax, bf16
   probabilities, and as many again backward: 36 without recomputation, 52 with; issue 37's count of the TF
-  graph); ``lean`` 2 + 4 (the custom-gradient core after XLA's fusion: bf16 probabilities forward, dP and dS
-  backward: 8 with recomputation, issue 37's goal); ``flash`` 0 (a fused kernel keeps them in on-chip memory).
-  Recomputing the attention (``full`` or ``attention``) writes the forward's again.
+  graph); ``lean`` 2 + 4 once compiled (the custom-gradient core after XLA's fusion on a GPU: bf16
+  probabilities forward, dP and dS backward; the bf16 scores' 2 more are left out; ``gpt/layers_test.py``
+  counts 20 on the CPU, whose XLA runs bf16 matmuls in float32), and the naive form's 16 + 20 uncompiled (the
+  TF graph writes the same: 11 operations, 36 bytes); ``flash`` 0 (a fused kernel keeps them in on-chip
+  memory). Recomputing the attention (``full`` or ``attention``) writes the forward's again.
 - Activation-sized tensors ([B, T, d]), bytes written per token per layer in multiples of d: without XLA
   100 forward and 200 backward (float32 LayerNorms of ~8 passes each, casts, bias additions, transposes,
   residual additions, GELU's output and slope: each a separate pass); with XLA's fusion 30 and 60 (one pass
@@ -59,6 +61,7 @@ class Implementation:
         name: a label for tables (``before``, ``after``, ``reference``).
         attention: ``naive``, ``lean`` or ``flash`` (see the module docstring).
         xla: whether the micro-step is compiled with XLA (fused elementwise passes).
+        xla_auto: XLA only where ``use_xla`` auto compiles (``as_run``).
         allreduce_dtype: ``fp32`` or ``bf16`` gradients on the wire.
         overlap: whether the all-reduce overlaps the last micro-batch's backward pass.
         parallel_checkpoint: whether every host writes its share of a save (``checkpoint.py``), or the chief alone.
@@ -70,6 +73,14 @@ class Implementation:
     allreduce_dtype: str = "fp32"
     overlap: bool = False
     parallel_checkpoint: bool = False
+    xla_auto: bool = False
+
+    def as_run(self, model_parallel_degree: int) -> Implementation:
+        """The implementation as it runs this layout: with ``xla_auto``, compiled only where train.py's ``use_xla``
+        auto compiles (``training/run/parallelism.py``: a data-parallel step; a pipeline runs uncompiled)."""
+        if not self.xla_auto or model_parallel_degree == 1:
+            return self
+        return dataclasses.replace(self, xla=False)
 
     @property
     def memory_attention(self) -> str:
@@ -78,7 +89,7 @@ class Implementation:
 
 
 BEFORE = Implementation("before", attention="naive", xla=False)  # the code as of issue 37: naive, no XLA
-AFTER = Implementation("after", attention="lean", xla=True, overlap=True, parallel_checkpoint=True)  # issues 37, 41
+AFTER = Implementation("after", "lean", xla=True, overlap=True, parallel_checkpoint=True, xla_auto=True)  # 37, 41
 REFERENCE = Implementation("reference", attention="flash", xla=True, overlap=True, parallel_checkpoint=True)
 IMPLEMENTATIONS = {i.name: i for i in (BEFORE, AFTER, REFERENCE)}
 
@@ -137,7 +148,7 @@ def step_time(
     peak = instance.peak_flops(precision)
     matmul = tokens * flops / k / (peak * hardware.matmul_efficiency(instance))
 
-    forward, backward = SCORE_BYTES[impl.attention]
+    forward, backward = SCORE_BYTES[impl.attention if impl.xla else "naive"]  # uncompiled, lean writes as naive
     if impl.attention == "lean" and precision == "fp32":
         forward, backward = 2 * forward, 2 * backward  # float32 probabilities and their gradients
     attention_again = mode in ("full", "attention")

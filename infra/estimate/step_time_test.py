@@ -59,11 +59,13 @@ def test_selective_recomputation_executes_less_than_full():
 
 
 def test_the_pipeline_pays_its_bubble_on_every_micro_batch():
-    flat, piped = prod(), prod(model_parallel_degree=2, microbatches=2)
+    piped = prod(model_parallel_degree=2, microbatches=2)
+    flat = prod(implementation=dataclasses.replace(AFTER, xla=False))  # a pipeline runs uncompiled (as_run)
     assert piped.step.compute == pytest.approx(
         piped.step.accumulation_steps * piped.step.micro_batch * 3 / 2 + piped.step.optimizer
     )
     assert piped.step.micro_batch < flat.step.micro_batch  # half the layers per stage
+    assert prod().inputs.implementation.as_run(2).xla is False and prod().inputs.implementation.as_run(1).xla
 
 
 # llm-foundry's scripts/train/benchmarking/README.md, 2,048-token rows on 8 GPUs (3b on H100: 16 GPUs, the only

@@ -170,7 +170,7 @@ SCHEMA: tuple[Hyperparameter, ...] = (
         XLA,
         "auto",
         "XLA-compile each data-parallel micro-batch's forward and backward pass; auto = on where GPUs are visible "
-        "and recompute is none (XLA drops tf.recompute_grad's recomputation as a common subexpression)",
+        "(off for a pipeline)",
     ),
     H(
         "recompute",

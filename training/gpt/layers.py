@@ -15,6 +15,7 @@ import math
 import keras
 import tensorflow as tf
 from contract.hparams import recompute_mode
+from tensorflow.compiler.tf2xla.python import xla
 from tensorflow.python.ops import control_flow_util
 
 _GELU_C = math.sqrt(2 / math.pi)
@@ -119,13 +120,45 @@ def _softmax(scores: tf.Tensor) -> tf.Tensor:
     XLA fuses the second form's reductions with their producers and its last exponential with the cast that
     follows, so nothing float32 and score-sized is written (``tf.nn.softmax`` lowers to a float32 exponential
     kept for the sum and the division); without XLA it is five passes where the kernel is one.
-    ``GraphOrParentsInXlaContext`` is TensorFlow's own test for a graph traced under ``jit_compile`` (its
-    while_v2 and gradients use it; not a public API).
     """
-    if not control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()):
+    if not _in_xla():
         return tf.nn.softmax(scores, axis=-1)
     top = tf.reduce_max(scores, -1, keepdims=True)
     return tf.exp(scores - top - tf.math.log(tf.reduce_sum(tf.exp(scores - top), -1, keepdims=True)))
+
+
+def _in_xla() -> bool:
+    """Whether the graph being traced is compiled by XLA (``jit_compile``). ``GraphOrParentsInXlaContext`` is
+    TensorFlow's own test for it (its while_v2 and gradients use it; not a public API)."""
+    return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
+
+
+def recompute_grad(f):
+    """``f`` of one tensor, its forward pass run again in the backward pass instead of its activations kept.
+
+    Without XLA, ``tf.recompute_grad``. Under XLA that form is undone: its second forward pass has the inputs of
+    the first, and XLA's common-subexpression pass merges the two (a block's optimized HLO with the loss live:
+    18 matmuls with whole-block recomputation, 18 without; ``layers_test.py``), keeping every activation. Here
+    the backward pass reads its input through an optimization barrier together with the incoming gradient, as
+    ``jax.checkpoint`` does (``prevent_cse``): the recomputation is a new value XLA cannot merge, and cannot start
+    before the gradient reaches it (23 matmuls: the block's forward matmuls run again).
+    """
+
+    @tf.custom_gradient
+    def recomputed(x: tf.Tensor):
+        y = f(x)
+
+        def grad(dy: tf.Tensor, variables=None):
+            x_again, dy = xla.optimization_barrier(x, dy)
+            with tf.GradientTape() as tape:
+                tape.watch(x_again)
+                y_again = f(x_again)
+            dx, *dvariables = tape.gradient(y_again, [x_again, *(variables or [])], output_gradients=dy)
+            return dx, dvariables
+
+        return y, grad
+
+    return recomputed if _in_xla() else tf.recompute_grad(f)
 
 
 def causal_attention(
@@ -147,9 +180,10 @@ def causal_attention(
     TensorFlow graph (11, 36) -> (11, 36), with whole-block recomputation (16, 52) -> (16, 52); in XLA's optimized
     HLO on a CPU (8, 28) -> (6, 20). Of those 6, two exist only on a CPU, whose XLA computes bf16 matmuls in
     float32 (P and dS converted to float32 for them, the matmuls' outputs float32): on a GPU the same HLO
-    would write S, P, dP and dS in bf16, 4 operations and 8 bytes (reasoned, not measured). XLA drops
-    ``tf.recompute_grad``'s second forward pass as a common subexpression (the same counts with and without
-    recomputation). Fewer needs a blockwise kernel that never writes [T, T].
+    would write S, P, dP and dS in bf16, 4 operations and 8 bytes (reasoned, not measured). (The XLA
+    counts are the same with and without recomputation: the counted step returns only gradients, so its first
+    forward pass is dead code and the recomputed one is the only one.) Fewer needs a blockwise kernel that never
+    writes [T, T].
 
     Example:
         >>> q = k = v = tf.ones([1, 1, 3, 2])
@@ -393,14 +427,14 @@ class DecoderBlock(keras.layers.Layer):
         def mlp(h: tf.Tensor) -> tf.Tensor:
             return _dropout(self._mlp(h, training), self.dropout, seed, site=3)
 
-        x = x + (tf.recompute_grad(attention) if recompute == "attention" else attention)(x)
-        return x + (tf.recompute_grad(mlp) if recompute == "mlp" else mlp)(x)
+        x = x + (recompute_grad(attention) if recompute == "attention" else attention)(x)
+        return x + (recompute_grad(mlp) if recompute == "mlp" else mlp)(x)
 
     def call(self, x: tf.Tensor, training: bool = False) -> tf.Tensor:
         seed = self.seed_generator.next() if training and self.dropout > 0 else None
         recompute = self.recompute if training else "none"
         if recompute == "full":
-            return tf.recompute_grad(lambda h: self._forward(h, seed, training=True))(x)
+            return recompute_grad(lambda h: self._forward(h, seed, training=True))(x)
         return self._forward(x, seed, training, recompute)
 
     def call_with_cache(

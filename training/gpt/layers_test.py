@@ -193,3 +193,35 @@ def test_score_sized_tensors_of_a_block_before_and_after_the_attention_core(
     assert count(recompute) == after
     monkeypatch.setattr(layers, "causal_attention", autodiff_attention)
     assert count(recompute) == before
+
+
+def xla_matmuls(recompute: str) -> tuple[int, list[np.ndarray]]:
+    """(matmuls in XLA's optimized HLO, the results) of a mixed-bf16 block's loss and gradients, as a train
+    step has them (the loss live, so the first forward pass is not dead code), at fixed weights."""
+    keras.utils.set_random_seed(3)
+    block = DecoderBlock(d_model=24, n_head=3, recompute=recompute, dtype="mixed_bfloat16")
+    x = tf.random.stateless_normal([2, 11, 24], seed=[1, 2])
+    block.build(x.shape)
+
+    def step(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(tf.cast(block(x, training=True), tf.float32))
+        return [loss, *tape.gradient(loss, [x, *block.trainable_variables])]
+
+    compiled = tf.function(step, jit_compile=True)
+    text = compiled.experimental_get_compiler_ir(x)(stage="optimized_hlo")
+    return text.count(" dot("), [tf.cast(t, tf.float32).numpy() for t in compiled(x)]
+
+
+def test_recomputation_survives_xla_and_gives_the_gradients_of_none(monkeypatch):
+    """The block's 6 forward matmuls (qkv, q kᵀ, p v, projection, MLP in and out) and 12 backward ones: 18 without
+    recomputation; whole-block recomputation runs the forward's again (5 more: one XLA still shares). With
+    ``tf.recompute_grad`` XLA merged them back: 18."""
+    plain, expected = xla_matmuls("none")
+    recomputed, results = xla_matmuls("full")
+    assert (plain, recomputed) == (18, 23)
+    for ours, reference in zip(results, expected, strict=True):
+        np.testing.assert_allclose(ours, reference, rtol=3e-2, atol=3e-2 * np.abs(reference).max())
+    monkeypatch.setattr(layers, "recompute_grad", tf.recompute_grad)
+    assert xla_matmuls("full")[0] == 18

@@ -27,14 +27,12 @@ def optimizer_arguments(args) -> dict:
     return {"weight_decay": args.weight_decay, "beta_1": args.adam_beta1, "beta_2": args.adam_beta2}
 
 
-def use_xla(setting: str | bool, recompute: str) -> bool:
-    """The ``use_xla`` hyperparameter: as given, or (auto) on where TensorFlow sees a GPU and nothing is
-    recomputed. XLA's common-subexpression pass merges ``tf.recompute_grad``'s second forward pass with the first
-    (``gpt/layers_test.py``'s HLO: the same matmuls with and without recomputation), so a step that needs
-    recomputation to fit would keep every activation under XLA."""
+def use_xla(setting: str | bool) -> bool:
+    """The ``use_xla`` hyperparameter: as given, or (auto) on where TensorFlow sees a GPU. Recomputation survives
+    XLA (``gpt.layers.recompute_grad``); a pipeline turns auto off (``Pipelined``)."""
     if setting != "auto":
         return bool(setting)
-    return bool(tf.config.list_physical_devices("GPU")) and recompute == "none"
+    return bool(tf.config.list_physical_devices("GPU"))
 
 
 class DataParallel:
@@ -58,7 +56,7 @@ class DataParallel:
         with engine.scope():
             model = GPT(**model_arguments)
             optimizer = make_optimizer(model, schedule, **optimizer_arguments(self.args))
-        xla = use_xla(self.args.use_xla, self.args.recompute)
+        xla = use_xla(self.args.use_xla)
         trainer = Trainer(model, optimizer, engine, use_xla=xla, **trainer_arguments)
         return model, trainer
 
