@@ -13,7 +13,10 @@ import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import zstandard
+from contract.formats import file_format
 
 PILE_SET_NAMES = ("Github", "Pile-CC", "ArXiv")
 # What a real corpus has now and then, and preprocessing must count and skip: a line that is not JSON, an empty text.
@@ -45,16 +48,42 @@ def pile_line(text: str, pile_set_name: str) -> bytes:
 
 
 def write_jsonl(path: str | Path, lines: Iterable[bytes]) -> Path:
-    """Writes lines as ``.jsonl``, ``.jsonl.gz`` or ``.jsonl.zst`` (by the file name)."""
+    """Writes lines as ``.jsonl`` or any compressed JSON-lines format of ``contract/formats.py`` (by the file
+    name: ``.jsonl.zstd``, ``.json.gz`` ...)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = b"".join(lines)
-    if path.name.endswith(".zst"):
+    compression = found.compression if (found := file_format(path.name)) else ""
+    if compression == "zstd":
         data = zstandard.ZstdCompressor().compress(data)
-    elif path.name.endswith(".gz"):
+    elif compression == "gzip":
         data = gzip.compress(data, mtime=0)
     path.write_bytes(data)
     return path
+
+
+def write_parquet(
+    path: str | Path, documents: Iterable[str | None], row_group_rows: int = 64, text_field: str = "text"
+) -> Path:
+    """A FineWeb-like Parquet file: the documents in a ``text_field`` column beside an ``id`` column, in row
+    groups of ``row_group_rows``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    texts = list(documents)
+    table = pa.table({"id": [f"<urn:doc:{i}>" for i in range(len(texts))], text_field: pa.array(texts, pa.string())})
+    pq.write_table(table, path, row_group_size=row_group_rows, compression="zstd")
+    return path
+
+
+def damage_row_group(path: str | Path, group: int, column: int = 1) -> None:
+    """Overwrites the data of one column chunk of a Parquet file with 0xff bytes (its footer left whole)."""
+    path = Path(path)
+    chunk = pq.ParquetFile(path).metadata.row_group(group).column(column)
+    data = bytearray(path.read_bytes())
+    data[chunk.data_page_offset : chunk.data_page_offset + chunk.total_compressed_size] = b"\xff" * (
+        chunk.total_compressed_size
+    )
+    path.write_bytes(bytes(data))
 
 
 def write_pile(path: str | Path, documents: Iterable[str]) -> Path:
