@@ -16,7 +16,6 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import zstandard
-from contract.formats import file_format
 
 PILE_SET_NAMES = ("Github", "Pile-CC", "ArXiv")
 # What a real corpus has now and then, and preprocessing must count and skip: a line that is not JSON, an empty text.
@@ -53,10 +52,9 @@ def write_jsonl(path: str | Path, lines: Iterable[bytes]) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = b"".join(lines)
-    compression = found.compression if (found := file_format(path.name)) else ""
-    if compression == "zstd":
+    if path.name.endswith((".zst", ".zstd")):  # local/ imports this file without training/ on the path: no contract
         data = zstandard.ZstdCompressor().compress(data)
-    elif compression == "gzip":
+    elif path.name.endswith(".gz"):
         data = gzip.compress(data, mtime=0)
     path.write_bytes(data)
     return path
@@ -93,15 +91,15 @@ def write_pile(path: str | Path, documents: Iterable[str]) -> Path:
 
 
 def write_sample_corpus(folder: str | Path, documents: Iterable[tuple[str, str]], files: int = 4) -> list[Path]:
-    """(text, pile_set_name) documents as ``files`` ``.jsonl.zst`` files, like The Pile's 30, with the two
-    MALFORMED lines in the middle; returns the files' paths."""
+    """(text, pile_set_name) documents as ``files`` files, like The Pile's 30 ``.jsonl.zst`` but the last one a
+    FineWeb-like ``.parquet`` (its text column only), with the two MALFORMED lines in the middle; returns the paths."""
     lines = [pile_line(text, name) for text, name in documents]
     lines[len(lines) // 2 : len(lines) // 2] = MALFORMED
     per_file = -(-len(lines) // files)
-    return [
-        write_jsonl(Path(folder) / f"{index:02d}.jsonl.zst", lines[index * per_file : (index + 1) * per_file])
-        for index in range(files)
-    ]
+    parts = [lines[index * per_file : (index + 1) * per_file] for index in range(files)]
+    paths = [write_jsonl(Path(folder) / f"{index:02d}.jsonl.zst", part) for index, part in enumerate(parts[:-1])]
+    texts = [json.loads(line)["text"] for line in parts[-1]]  # past the middle: no malformed line
+    return [*paths, write_parquet(Path(folder) / f"{files - 1:02d}.parquet", texts)]
 
 
 def compress_flushed(lines: list[bytes], suffix: str) -> tuple[bytes, list[int]]:
