@@ -39,10 +39,13 @@ def test_upload_puts_each_corpus_file_under_the_prefix_and_prints_the_input_to_u
 
 def test_upload_refuses_what_preprocessing_cannot_read_naming_the_formats(aws, tmp_path, capsys):
     (tmp_path / "corpus").mkdir()
-    (tmp_path / "corpus" / "a.parquet").write_bytes(b"x")
+    (tmp_path / "corpus" / "a.csv").write_bytes(b"x")
     assert main(["upload", str(tmp_path / "corpus")]) == 1
     err = capsys.readouterr().err
-    assert "a.parquet: not a corpus file; preprocessing reads .jsonl, .jsonl.zst, .jsonl.gz, .txt" in err
+    assert (
+        "a.csv: not a corpus file; preprocessing reads .jsonl.zstd, .jsonl.zst, .jsonl.gz, .json.zst, .json.gz, " in err
+    )
+    assert ".parquet, .jsonl, .txt" in err
 
 
 def test_generate_from_a_local_model_archive(model_dir, capsys):  # noqa: F811

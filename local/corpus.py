@@ -4,8 +4,9 @@ a corpus of the user's own (``make run CORPUS=path``).
 Two kinds of documents, each with the ``meta.pile_set_name`` The Pile would give it:
 - ``Github``: the standard library's own source files;
 - ``Pile-CC``: the prose of the Python documentation that ships with the interpreter (``pydoc_data``).
-Written by the training package's fixture (``training/pile/sample_corpus.py``) as a few ``jsonl.zst`` files
-of a few MB each, with two malformed lines; this module only chooses the texts and the size.
+Written by the training package's fixture (``training/pile/sample_corpus.py``) as a few ``jsonl.zst`` files and
+a FineWeb-like ``.parquet`` of a few MB each, with two malformed lines; this module only chooses the texts and the
+size.
 """
 
 from __future__ import annotations

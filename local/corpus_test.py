@@ -1,5 +1,6 @@
 import json
 
+import pyarrow.parquet as pq
 import pytest
 import zstandard
 
@@ -11,17 +12,18 @@ from training.pile.sample_corpus import MALFORMED
 
 def test_corpus_is_pile_format_with_both_sources_and_two_malformed_lines(tmp_path):
     paths = write_corpus(tmp_path, total_mb=2, files=3)
-    assert [p.name for p in paths] == ["00.jsonl.zst", "01.jsonl.zst", "02.jsonl.zst"]
+    assert [p.name for p in paths] == ["00.jsonl.zst", "01.jsonl.zst", "02.parquet"]
     lines = [
         line + b"\n"
-        for p in paths
+        for p in paths[:2]
         for line in zstandard.ZstdDecompressor().stream_reader(p.open("rb")).read().splitlines()
     ]
     bad = [line for line in lines if line in MALFORMED]
     assert len(bad) == 2
     records = [json.loads(line) for line in lines if line not in MALFORMED]
     assert {r["meta"]["pile_set_name"] for r in records} == {"Pile-CC", "Github"}
-    assert sum(len(r["text"].encode()) for r in records) >= 2 << 20
+    parquet = pq.read_table(paths[2])["text"].to_pylist()  # a FineWeb-like file: its text column
+    assert parquet and sum(len(t.encode()) for t in [*(r["text"] for r in records), *parquet]) >= 2 << 20
 
 
 def test_a_one_file_corpus_of_one_s_own_gets_one_preprocessing_instance_and_its_own_dataset(tmp_path):
@@ -46,6 +48,6 @@ def test_a_folder_corpus_keeps_its_layout_and_at_most_the_default_instances(tmp_
     assert corpus["dataset"]["name"].startswith("own-my-corpus-") and corpus["preprocessing"]["instance_count"] == 2
     names = [u.rsplit("/own/", 1)[1].split("/", 1)[1] for u, _ in FolderStore(tmp_path / "s3").list("s3://raw/own/")]
     assert names == ["a.jsonl", "b.jsonl.gz", "part/c.txt"]
-    (folder / "part" / "d.parquet").write_bytes(b"x")
-    with pytest.raises(CommandError, match=r"d.parquet: not a corpus file"):
+    (folder / "part" / "d.csv").write_bytes(b"x")
+    with pytest.raises(CommandError, match=r"d.csv: not a corpus file"):
         own_corpus(folder, FolderStore(tmp_path / "s3"), "raw", 2)

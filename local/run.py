@@ -102,7 +102,7 @@ def run(
         named = given.get("s3_uri") if isinstance(given, dict) else None
         if named in (None, sample) and not store.list(sample):  # unless the input names a corpus of its own
             paths = write_corpus(store.path(sample), total_mb=corpus_mb)
-            print(f"Wrote a sample corpus of {len(paths)} jsonl.zst files to {sample}", flush=True)
+            print(f"Wrote a sample corpus of {len(paths)} files (.jsonl.zst and .parquet) to {sample}", flush=True)
 
     execution_dir = runs / "executions" / execution_name
     execution_dir.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ from local.folder_store import FolderStore
 TRAIN_LINE = re.compile(r"\[train\] step=(\d+) loss=([0-9.eE+-]+)")
 VALID_LINE = re.compile(
     r"\[(valid|valid_split)\] step=(\d+) val_loss=(\S+) val_loss_se=(\S+) val_ppl=(\S+) sequences=(\d+)"
+    r"(?: val_bpb=(\S+) val_bpb_se=(\S+))?"
 )
 VERDICT_LINE = re.compile(r"\[verdict\] (.+)$")
 STEP_LINE = re.compile(r"\[(?:train|stopped)\] step=(\d+) ")
@@ -65,7 +66,9 @@ def validation_figures(lines: list[str]) -> list[str]:
     """The last evaluation of the fixed sample and the whole split's, each with its standard error."""
     last = {m[1]: m for m in map(VALID_LINE.search, lines) if m}
     return [
-        f"  {label:15s}loss {m[3]} ± {m[4]} (standard error), perplexity {m[5]}, {int(m[6]):,} sequences at step {m[2]}"
+        f"  {label:15s}loss {m[3]} ± {m[4]} (standard error), perplexity {m[5]}, "
+        + (f"{m[7]} ± {m[8]} bits per byte, " if m[7] else "")
+        + f"{int(m[6]):,} sequences at step {m[2]}"
         for tag, label in (("valid", "Validation"), ("valid_split", "  whole split"))
         if (m := last.get(tag))
     ]

@@ -83,6 +83,7 @@ def test_dashboard_has_the_workflow_host_progress_and_efs_charts(widgets: list[d
         "Processing: CPU utilization (% summed over cores)",
         "Processing: Host memory (%)",
         "Loss (train and validation)",
+        "Validation bits per byte",
         "Tokens per second",
         "Learning rate",
         "Model FLOPs utilization (0-1)",
@@ -109,7 +110,7 @@ def test_dashboard_has_the_workflow_host_progress_and_efs_charts(widgets: list[d
 
 def test_every_search_is_valid_and_limited_to_this_stacks_jobs(widgets: list[dict]):
     expressions = [e for metrics in graphs(widgets).values() for e in searches(metrics)]
-    assert len(expressions) == 20  # 5 training host, 2 processing host, 5 training-log + 8 health metrics
+    assert len(expressions) == 21  # 5 training host, 2 processing host, 6 training-log + 8 health metrics
     for expression in expressions:
         assert check_search(expression) == [], expression
         assert re.search(r" (Host|TrainingJobName)=gpt-dev'", expression), expression
@@ -125,7 +126,8 @@ def test_host_charts_search_per_host_and_progress_charts_per_job(widgets: list[d
     loss = searches(charts["Loss (train and validation)"])
     assert [re.search(r'MetricName="([^"]+)"', e)[1] for e in loss] == ["train:loss", "validation:loss"]
     defined = {d["Name"] for d in METRIC_DEFINITIONS}
-    progress = ("Loss (train and validation)", "Tokens per second", "Learning rate", "Model FLOPs utilization (0-1)")
+    progress = ("Loss (train and validation)", "Validation bits per byte", "Tokens per second", "Learning rate")
+    progress += ("Model FLOPs utilization (0-1)",)
     for title in (*progress, "Step time: input wait, compute, sync (%)", "Seconds since the last step"):
         for expression in searches(charts[title]):
             assert "TrainingJobName}" in expression

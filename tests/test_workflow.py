@@ -130,6 +130,8 @@ def test_debugger_on_passes_its_fields_and_links_its_report_off_does_neither(def
     assert "$.plan.training_report_uri" in json.dumps(off["NotifySuccess"])
     assert "Hugging Face checkpoint: {}" in json.dumps(off["NotifySuccess"])
     assert "$.plan.hf_checkpoint" in json.dumps(off["NotifySuccess"])
+    assert "Corpus files not read: {}" in json.dumps(off["NotifySuccess"])
+    assert "$.plan.summary.files_unsupported" in json.dumps(off["NotifySuccess"])
 
 
 def test_a_bad_inputs_notification_carries_its_message_without_the_lambdas_stack_trace(definition: dict, tmp_path):

@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from contract.formats import DEFAULT_TEXT_FIELD, SUFFIXES
 from pile.inputs import InputError
 from pile.shards_job import ShardsConfig, run_shards
 from pile.tokenizer_job import run_tokenizer
@@ -61,6 +62,12 @@ class AddNames(argparse.Action):
         setattr(namespace, self.dest, getattr(namespace, self.dest) | name_list(values))
 
 
+def field_name(text: str) -> str:
+    if not text or len(text) > 128 or not text.isprintable():
+        raise argparse.ArgumentTypeError(f"a field name is 1 to 128 printable characters: {text!r}")
+    return text
+
+
 def fraction(text: str) -> float:
     value = float(text)
     if not 0 <= value < 1:
@@ -81,7 +88,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--input_dir",
         type=Path,
         default=Path("/opt/ml/processing/input/raw"),
-        help="raw .jsonl, .jsonl.zst, .jsonl.gz and .txt files, searched recursively",
+        help=f"raw {', '.join(SUFFIXES)} files, searched recursively",
+    )
+    common.add_argument(
+        "--text_field",
+        type=field_name,
+        default=DEFAULT_TEXT_FIELD,
+        help="the JSON field or Parquet column holding a document's text",
     )
     common.add_argument(
         "--tokenizer_dir",
@@ -149,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.sample_bytes,
                 args.pile_set_names,
                 args.progress_seconds,
+                args.text_field,
             )
         else:
             config = ShardsConfig(
@@ -160,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                 shard_size_mb=args.shard_size_mb,
                 validation_fraction=args.validation_fraction,
                 pile_set_names=args.pile_set_names,
+                text_field=args.text_field,
                 workers=args.workers or available_cores(),
                 progress_seconds=args.progress_seconds,
             )

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from data.token_shards import read_manifest, verify_dataset
 from pile.roundtrip import decode_dataset
-from pile.sample_corpus import pile_line, stdlib_documents, write_jsonl, write_pile
+from pile.sample_corpus import damage_row_group, pile_line, stdlib_documents, write_jsonl, write_parquet, write_pile
 from preprocess import build_parser, current_host, parse_size
 
 SCRIPT = Path(__file__).with_name("preprocess.py")
@@ -78,6 +78,53 @@ def test_shards_mode_every_format_with_a_pool(tmp_path, tokenizer_dir, documents
     assert manifest.hosts == ["algo-3"] and all(s.file.split("/")[1].startswith("algo-3-") for s in manifest.shards)
     assert Counter(decode_dataset(tmp_path / "out")) == Counter(expected)
     assert manifest.documents_skipped == {"not_json": 1}
+
+
+def test_todays_corpus_formats_are_all_read_and_an_unknown_one_named(tmp_path, tokenizer_dir):
+    """The issue's corpus: FineWeb-like Parquet, DCLM-like .jsonl.zstd, Dolma-like .json.gz and a .jsonl.zst, 200
+    documents each; before, only the .jsonl.zst was read (200 of 800) and the other three passed over unnamed."""
+    docs = [f"Document {i}: the {i % 13}th of its kind, with words enough to pack." for i in range(800)]
+    raw = tmp_path / "raw"
+    write_parquet(raw / "fineweb" / "000_00000.parquet", docs[:200], row_group_rows=50)
+    lines = [json.dumps({"id": i, "text": d}).encode() + b"\n" for i, d in enumerate(docs)]
+    write_jsonl(raw / "dclm" / "shard_00.jsonl.zstd", lines[200:400])
+    write_jsonl(raw / "dolma" / "v1-0000.json.gz", lines[400:600])
+    write_pile(raw / "pile" / "00.jsonl.zst", docs[600:])
+    (raw / "README.md").write_text("not a corpus file")
+    args = ["--input_dir", raw, "--tokenizer_dir", tokenizer_dir, "--output_dir", tmp_path / "out"]
+    result = run("shards", *args, *SMALL)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout.split("summary: ", 1)[1].splitlines()[0])
+    assert (summary["documents_read"], summary["documents_written"]) == (800, 800)
+    assert summary["files_failed"] == {} and summary["files_unsupported"] == ["README.md"]
+    assert Counter(decode_dataset(tmp_path / "out")) == Counter(docs)
+
+
+def test_text_field_names_the_json_field_and_the_parquet_column(tmp_path, tokenizer_dir):
+    docs = [f"content number {i}" for i in range(40)]
+    raw = tmp_path / "raw"
+    write_parquet(raw / "a.parquet", docs[:20], text_field="content")
+    write_jsonl(raw / "b.jsonl", [json.dumps({"content": d, "text": "other"}).encode() + b"\n" for d in docs[20:]])
+    args = ["--input_dir", raw, "--tokenizer_dir", tokenizer_dir, "--output_dir", tmp_path / "out"]
+    result = run("shards", *args, *SMALL, "--text_field", "content")
+    assert result.returncode == 0, result.stderr
+    assert Counter(decode_dataset(tmp_path / "out")) == Counter(docs)
+    tokenizer = run("tokenizer", "--input_dir", raw, "--output_dir", tmp_path / "tok", "--vocab_size", "300",
+                    "--text_field", "content")  # fmt: skip
+    assert tokenizer.returncode == 0 and "from 40 documents" in tokenizer.stdout, tokenizer.stderr
+
+
+def test_a_corrupt_parquet_ends_that_file_only(tmp_path, tokenizer_dir):
+    docs = [f"row {i} of a damaged file" for i in range(200)]
+    raw = tmp_path / "raw"
+    damage_row_group(write_parquet(raw / "bad.parquet", docs[:100], row_group_rows=25), 2)
+    write_parquet(raw / "good.parquet", docs[100:])
+    args = ["--input_dir", raw, "--tokenizer_dir", tokenizer_dir, "--output_dir", tmp_path / "out"]
+    result = run("shards", *args, *SMALL)
+    assert result.returncode == 0, result.stderr
+    manifest = read_manifest(tmp_path / "out")
+    assert list(manifest.files_failed) == ["bad.parquet"] and manifest.documents_written == 150
+    assert Counter(decode_dataset(tmp_path / "out")) == Counter(docs[:50] + docs[100:])
 
 
 def test_two_hosts_on_disjoint_inputs_make_one_dataset(tmp_path, tokenizer_dir, documents):

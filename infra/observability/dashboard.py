@@ -34,6 +34,7 @@ PROCESSING_HOST_METRICS = {
 }
 PROGRESS_CHARTS = {  # title -> metric definitions charted together
     "Loss (train and validation)": ("train:loss", "validation:loss"),
+    "Validation bits per byte": ("validation:bits_per_byte",),
     "Tokens per second": ("train:tokens_per_second",),
     "Learning rate": ("train:learning_rate",),
     "Model FLOPs utilization (0-1)": ("train:mfu",),

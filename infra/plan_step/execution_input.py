@@ -30,11 +30,12 @@ from infra.config import (
 )
 from infra.training_code import training_module
 
-CORPUS_SUFFIXES = (".jsonl", ".jsonl.zst", ".jsonl.gz", ".txt")
+CORPUS_SUFFIXES = training_module("formats").SUFFIXES  # what preprocessing reads (training/contract/formats.py)
+FIELD_NAME = r"[^\x00-\x1f\x7f]{1,128}"  # a JSON key or Parquet column: printable, one container argument
 RUN_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}"  # a folder of the checkpoints bucket, never "." or ".."
 SIZE = r"\s*\d+(?:\.\d+)?\s*[kKmMgGtT]?(?:i?[bB])?\s*"  # bytes, binary multiples: 6M, 1.5G, 2GiB
 # Each Pile subset name goes to the processing jobs as a container argument of its own, PILE_SET_OPTION + name, at
-# most aws_limits().container_argument_chars long; of SageMaker's 100 arguments a job, the jobs' own take 15.
+# most aws_limits().container_argument_chars long; of SageMaker's 100 arguments a job, the jobs' own take 17.
 PILE_SET_OPTION = "--pile_set_names="
 MAX_PILE_SET_NAMES = 64
 
@@ -44,14 +45,17 @@ class CorpusInput:
     """Where the raw text is.
 
     Args:
-        s3_uri: a prefix holding .jsonl, .jsonl.zst, .jsonl.gz or .txt files (default: the raw bucket's root).
+        s3_uri: a prefix holding files of the formats in ``training/contract/formats.py`` (``.jsonl.zst``,
+            ``.jsonl.zstd``, ``.json.gz``, ``.parquet`` ...; default: the raw bucket's root).
         pile_set_names: keep only these ``meta.pile_set_name`` values, comma-separated (empty keeps all).
+        text_field: the JSON field or Parquet column that holds each document's text.
         tokenizer_sample_files: input files, spread over the corpus, that the tokenizer job reads.
         tokenizer_sample_bytes: text the tokenizer trains on, e.g. ``1G``.
     """
 
     s3_uri: str | None = None
     pile_set_names: str = ""
+    text_field: str = "text"
     tokenizer_sample_files: int = 2
     tokenizer_sample_bytes: str = "1G"
 
@@ -159,6 +163,9 @@ def _validate_workflow_fields(parsed: WorkflowInput) -> None:
         raise ConfigError(
             "corpus.pile_set_names", parsed.corpus.pile_set_names, f"at most {MAX_PILE_SET_NAMES} comma-separated names"
         )
+    if not re.fullmatch(FIELD_NAME, parsed.corpus.text_field):
+        expected = "a field name of 1 to 128 printable characters"
+        raise ConfigError("corpus.text_field", parsed.corpus.text_field, expected)
     if parsed.corpus.tokenizer_sample_files <= 0:
         raise ConfigError("corpus.tokenizer_sample_files", parsed.corpus.tokenizer_sample_files, "a positive integer")
     if not re.fullmatch(SIZE, parsed.corpus.tokenizer_sample_bytes):  # as preprocess.py's parse_size reads it

@@ -3,8 +3,9 @@
 ``training/train.py`` prints, on the chief worker:
 
     [train] step=120 loss=4.1234 ppl=61.80 lr=3.000e-04 tokens_per_sec=1234.5 mfu=0.0123
-    [valid] step=120 val_loss=4.2000 val_loss_se=0.0310 val_ppl=66.69 sequences=256    (a fixed sample of the split)
-    [valid_split] step=250 val_loss=4.1500 val_loss_se=0.0120 val_ppl=63.43 sequences=1122  (whole split, at the end)
+    [valid] step=120 val_loss=4.2000 val_loss_se=0.0310 val_ppl=66.69 sequences=256 val_bpb=1.2345 val_bpb_se=0.0100
+                                                                       (a fixed sample of the split)
+    [valid_split] step=250 val_loss=4.1500 ... sequences=1122 val_bpb=1.2200 val_bpb_se=0.0040  (whole split, at end)
     [health] step=120 input_wait_pct=38.2 compute_pct=55.1 sync_pct=6.7 step_s=0.512 grad_norm=1.23 skipped=0
              peak_mem_gb=31.2 mem_pct=39 loss_drop_pct=2.1            (one line; the last two when known)
     [heartbeat] step=120 seconds_since_step=61.0                       (every minute, from a thread)
@@ -28,6 +29,10 @@ METRIC_DEFINITIONS = [
     {"Name": "validation:split_loss", "Regex": rf"\[valid_split\] step=\d+ val_loss={NUMBER}"},
     {"Name": "validation:split_loss_standard_error", "Regex": rf"\[valid_split\] .*val_loss_se={NUMBER}"},
     {"Name": "validation:split_perplexity", "Regex": rf"\[valid_split\] .*val_ppl={NUMBER}"},
+    {"Name": "validation:bits_per_byte", "Regex": rf"\[valid\] .*val_bpb={NUMBER}"},
+    {"Name": "validation:bits_per_byte_standard_error", "Regex": rf"\[valid\] .*val_bpb_se={NUMBER}"},
+    {"Name": "validation:split_bits_per_byte", "Regex": rf"\[valid_split\] .*val_bpb={NUMBER}"},
+    {"Name": "validation:split_bits_per_byte_standard_error", "Regex": rf"\[valid_split\] .*val_bpb_se={NUMBER}"},
     # training/observe/observer.py: the health of each logging window (health rules, alarms)
     {"Name": "health:input_wait_percent", "Regex": rf"\[health\] .*input_wait_pct={NUMBER}"},
     {"Name": "health:compute_percent", "Regex": rf"\[health\] .*compute_pct={NUMBER}"},

@@ -63,7 +63,7 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
             check_reuse(settings, inp, store, manifests)
     except ConfigError as error:
         raise InputError(str(error)) from error
-    corpus = _corpus_files(settings, inp, store) if preprocess else []
+    corpus, unsupported = _corpus_files(settings, inp, store) if preprocess else ([], [])
     training_request = requests.training_job_request(settings, inp, names["training"], run_name)
 
     sample_manifest = f"s3://{settings.datasets_bucket}/inputs/{names['tokenizer']}/tokenizer-sample.manifest"
@@ -85,7 +85,7 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
         "checkpoint_uri": f"s3://{settings.checkpoints_bucket}/{run_name}/",
         "training_report_uri": requests.training_report_uri(settings, names["training"]),
         "profiler_report_uri": requests.profiler_report_uri(settings, names["training"]),  # with Debugger on
-        "summary": _summary(inp, shape),
+        "summary": {**_summary(inp, shape), "files_unsupported": _unsupported_line(unsupported, preprocess)},
         "requests": {
             "tokenizer": processing_requests.tokenizer_job_request(settings, inp, names["tokenizer"], sample_manifest),
             "shards": processing_requests.shards_job_request(settings, inp, names["shards"]),
@@ -144,17 +144,35 @@ def check_hyperparameters(settings: StackSettings, inp: WorkflowInput) -> None:
         raise InputError(f"hyperparameters.{error}") from error
 
 
-def _corpus_files(settings: StackSettings, inp: WorkflowInput, store: ObjectStore) -> list[tuple[str, int]]:
+def _corpus_files(
+    settings: StackSettings, inp: WorkflowInput, store: ObjectStore
+) -> tuple[list[tuple[str, int]], list[str]]:
+    """The corpus files preprocessing reads (URI, size), and the URIs of those in a format it cannot read."""
     uri = requests.corpus_uri(settings, inp)
-    files = [(u, size) for u, size in store.list(uri) if u.endswith(CORPUS_SUFFIXES)]
+    listed = store.list(uri)
+    files = [(u, size) for u, size in listed if training_module("formats").file_format(u) is not None]
+    unsupported = [u for u, _ in listed if training_module("formats").file_format(u) is None]
     if not files:
-        raise InputError(f"corpus.s3_uri: no {', '.join(CORPUS_SUFFIXES)} files under {uri}; upload the corpus first")
+        others = f" ({len(unsupported)} files in other formats, e.g. {unsupported[0]})" if unsupported else ""
+        raise InputError(
+            f"corpus.s3_uri: no {', '.join(CORPUS_SUFFIXES)} files under {uri}{others}; upload the corpus first"
+        )
     if inp.preprocessing.instance_count > len(files):
         raise InputError(
             f"preprocessing.instance_count: {inp.preprocessing.instance_count} is not valid; expected at most "
             f"{len(files)}, the number of corpus files (each instance receives whole files)"
         )
-    return files
+    return files, unsupported
+
+
+def _unsupported_line(unsupported: list[str], preprocess: bool) -> str:
+    """The success e-mail's words on corpus files preprocessing passed over, at most five of them named."""
+    if not preprocess:
+        return "none read (the dataset exists)"
+    if not unsupported:
+        return "none"
+    named = ", ".join(unsupported[:5]) + (f" and {len(unsupported) - 5} more" if len(unsupported) > 5 else "")
+    return f"{len(unsupported)} skipped, in no format preprocessing reads: {named}"
 
 
 def _sample_manifest(prefix: str, files: list[tuple[str, int]], inp: WorkflowInput) -> str:

@@ -50,6 +50,33 @@ def test_tokenizer_sample_is_spread_over_the_corpus(settings, store):
     assert manifest == [{"prefix": "s3://raw-bucket/pile/"}, "00.jsonl.zst", "02.jsonl.zst", "04.jsonl.zst"]
 
 
+def test_todays_formats_are_the_corpus_and_others_are_named(settings, store):
+    for name in ("fineweb/000_00000.parquet", "dclm/shard_00.jsonl.zstd", "dolma/v1-0000.json.gz", "meta.csv"):
+        store.put_text(f"s3://raw-bucket/mixed/{name}", "x")
+    raw = {
+        "corpus": {"s3_uri": "s3://raw-bucket/mixed/", "text_field": "content"},
+        "preprocessing": {"instance_count": 3},
+    }
+    plan = plan_execution(raw, "exec-1", settings, store)  # three readable files for three instances
+    assert plan["summary"]["files_unsupported"] == (
+        "1 skipped, in no format preprocessing reads: s3://raw-bucket/mixed/meta.csv"
+    )
+    for job in ("tokenizer", "shards"):
+        arguments = plan["requests"][job]["AppSpecification"]["ContainerArguments"]
+        assert arguments[arguments.index("--text_field") + 1] == "content"
+    default = plan_execution({"corpus": {"s3_uri": "s3://raw-bucket/pile/"}}, "exec-2", settings, store)
+    assert default["summary"]["files_unsupported"] == (
+        "1 skipped, in no format preprocessing reads: s3://raw-bucket/pile/README.md"
+    )
+    store.put_text("s3://raw-bucket/csv/a.csv", "x")
+    with pytest.raises(InputError) as error:
+        plan_execution({"corpus": {"s3_uri": "s3://raw-bucket/csv/"}}, "exec-3", settings, store)
+    assert str(error.value) == (
+        "corpus.s3_uri: no .jsonl.zstd, .jsonl.zst, .jsonl.gz, .json.zst, .json.gz, .parquet, .jsonl, .txt files "
+        "under s3://raw-bucket/csv/ (1 files in other formats, e.g. s3://raw-bucket/csv/a.csv); upload the corpus first"
+    )
+
+
 def write_dataset(store, *, sequence_length=2048, vocab_size=50_257, tokenizer="{}", **source):
     """A dataset as the shards job leaves it (its tokenizer and a manifest per host), and the Plan step's record of
     the text it was made from (``source`` overrides its fields: corpus_s3_uri="s3://...")."""
@@ -129,9 +156,14 @@ def test_the_plan_records_what_a_dataset_is_made_from_and_a_dataset_without_a_re
     assert json.loads(store.read_bytes("s3://datasets-bucket/inputs/datasets/pile/source.json")) == {
         "corpus.s3_uri": "s3://raw-bucket/pile/",
         "corpus.pile_set_names": "ArXiv,Github",
+        "corpus.text_field": "text",
         "preprocessing.validation_fraction": 0.0005,
     }
-    write_dataset(store)
+    write_dataset(store)  # recorded before corpus.text_field existed: made from "text"
+    corpus = {"s3_uri": "s3://raw-bucket/pile/", "pile_set_names": ""}
+    assert plan_execution({"corpus": corpus}, "exec", settings, store)["preprocess"]["run"] is False
+    with pytest.raises(InputError, match=r"corpus\.text_field content \(dataset: text\)"):
+        plan_execution({"corpus": {**corpus, "text_field": "content"}}, "exec", settings, store)
     store.path("s3://datasets-bucket/inputs/datasets/pile/source.json").unlink()
     with pytest.raises(InputError, match=r"preprocessing\.validation_fraction 0\.0005 \(dataset: not recorded\)"):
         plan_execution({}, "exec", settings, store)
@@ -196,6 +228,10 @@ def test_existing_or_given_tokenizer_is_reused(settings, store):
         ),
         ({"hyperparameters": {"sagemaker_program": "x.py"}}, "hyperparameters.sagemaker_program: 'x.py' is not valid"),
         ({"corpus": {"s3_uri": "s3://raw-bucket/empty/"}}, "corpus.s3_uri: no .jsonl"),
+        (
+            {"corpus": {"s3_uri": "s3://raw-bucket/pile/", "text_field": ""}},
+            "corpus.text_field: '' is not valid; expected a field name of 1 to 128 printable characters",
+        ),
         (
             {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "dataset": {"tokenizer_s3_uri": "s3://raw-bucket/no/"}},
             "dataset.tokenizer_s3_uri: 's3://raw-bucket/no/' is not valid; expected an existing tokenizer.json",

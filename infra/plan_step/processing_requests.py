@@ -127,6 +127,8 @@ def tokenizer_job_request(settings: StackSettings, inp: WorkflowInput, name: str
         str(pre.vocab_size),
         "--sample_bytes",
         inp.corpus.tokenizer_sample_bytes,
+        "--text_field",
+        inp.corpus.text_field,
         *_pile_set_arguments(inp),
     ]
     raw = _s3_input("raw", sample_manifest_uri, "raw", data_type="ManifestFile")
@@ -151,6 +153,8 @@ def shards_job_request(settings: StackSettings, inp: WorkflowInput, name: str) -
         str(pre.shard_size_mb),
         "--validation_fraction",
         str(pre.validation_fraction),
+        "--text_field",
+        inp.corpus.text_field,
         *_pile_set_arguments(inp),
     ]
     inputs = [

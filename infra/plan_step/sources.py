@@ -63,6 +63,7 @@ def dataset_source(settings: StackSettings, inp: WorkflowInput) -> dict[str, Any
     return {
         "corpus.s3_uri": requests.corpus_uri(settings, inp),
         "corpus.pile_set_names": ",".join(sorted(set(inp.corpus.pile_sets()))),
+        "corpus.text_field": inp.corpus.text_field,
         "preprocessing.validation_fraction": inp.preprocessing.validation_fraction,
     }
 
@@ -83,7 +84,8 @@ def check_reuse(settings: StackSettings, inp: WorkflowInput, store: ObjectStore,
     for field, value in dataset_source(settings, inp).items():
         if field.startswith("corpus.") and inp.corpus.s3_uri is None:
             continue  # no corpus named: reuse the dataset by its name
-        wanted[field], found[field] = value, recorded.get(field, "not recorded")
+        found[field] = recorded.get(field, "text" if field == "corpus.text_field" else "not recorded")  # before it
+        wanted[field] = value
     if inp.dataset.tokenizer_s3_uri is None:  # a given tokenizer brings its own vocabulary
         wanted["preprocessing.vocab_size"], found["preprocessing.vocab_size"] = (
             inp.preprocessing.vocab_size,

@@ -20,7 +20,7 @@ def notify_success(
         "GPT pre-training succeeded",
         "Execution {} succeeded. Model: {}. Hugging Face checkpoint: {}. Final metrics: {}. "
         "Training time: {} s (billed {} s); speed as planned: {}. "
-        "Checkpoints: {}. Training report (health verdicts and plots): {}"
+        "Corpus files not read: {}. Checkpoints: {}. Training report (health verdicts and plots): {}"
         + (". Debugger profiler report: {}" if debugger else ""),
         sfn.JsonPath.execution_name,
         sfn.JsonPath.string_at("$.training.Job.ModelArtifacts.S3ModelArtifacts"),
@@ -29,6 +29,7 @@ def notify_success(
         sfn.JsonPath.string_at("$.training.Job.TrainingTimeInSeconds"),
         sfn.JsonPath.string_at("$.training.Job.BillableTimeInSeconds"),
         sfn.JsonPath.string_at("$.plan.summary.modelled"),
+        sfn.JsonPath.string_at("$.plan.summary.files_unsupported"),
         sfn.JsonPath.string_at("$.plan.checkpoint_uri"),
         sfn.JsonPath.string_at("$.plan.training_report_uri"),
         *([sfn.JsonPath.string_at("$.plan.profiler_report_uri")] if debugger else []),

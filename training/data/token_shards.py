@@ -153,6 +153,7 @@ class Manifest:
     documents_written: int = 0  # documents_read less the skipped ones
     documents_skipped: dict[str, int] = dataclasses.field(default_factory=dict)  # reason -> count
     files_failed: dict[str, str] = dataclasses.field(default_factory=dict)  # input file -> error
+    files_unsupported: list[str] = dataclasses.field(default_factory=list)  # files in no format it reads
     hosts: list[str] = dataclasses.field(default_factory=list)
     format: str = FORMAT_VERSION
 
@@ -223,6 +224,7 @@ def merge_manifests(parts: list[Manifest]) -> Manifest:
         merged.documents_written += part.documents_written
         skipped.update(part.documents_skipped)
         merged.files_failed.update(part.files_failed)
+        merged.files_unsupported.extend(part.files_unsupported)
         merged.hosts.extend(part.hosts)
     merged.documents_skipped = dict(sorted(skipped.items()))
     merged.shards.sort(key=lambda s: s.file)

@@ -2,13 +2,18 @@
 
     [train] step=120 loss=4.1234 ppl=61.80 lr=3.000e-04 tokens_per_sec=1234.5 mfu=0.0123 | step 120 of 250, 2 min 10 s
             left   (after the metrics, for people: the steps since the first at their pace so far)
-    [valid] step=120 val_loss=4.2000 val_loss_se=0.0310 val_ppl=66.69 sequences=256
-    [valid_split] step=250 val_loss=4.1500 val_loss_se=0.0120 val_ppl=63.43 sequences=1122  (whole split, at the end)
+    [valid] step=120 val_loss=4.2000 val_loss_se=0.0310 val_ppl=66.69 sequences=256 val_bpb=1.2345 val_bpb_se=0.0100
+    [valid_split] step=250 val_loss=4.1500 ... sequences=1122 val_bpb=...  (the whole split, at the end)
     [health] step=120 input_wait_pct=38.2 compute_pct=55.1 sync_pct=6.7 step_s=0.512 grad_norm=1.23 skipped=0 ...
 
 ``val_loss`` is the mean token loss of the sequences evaluated and ``val_loss_se`` its standard error over them:
 the standard deviation of the sequences' mean losses / sqrt(sequences), the sequences taken as independent draws
 (neighbouring sequences of one document are not quite; the error is somewhat larger than this says).
+
+``val_bpb`` is bits per byte, the tokenizer-independent figure of The Pile's paper and its successors: the nats
+summed over every target token / (ln 2 x the UTF-8 bytes those tokens decode to; ``<|endoftext|>`` decodes to
+none). ``val_bpb_se`` is its standard error as a ratio estimate over the sequences (the delta method):
+sqrt(sum_i (L_i - bpb' B_i)^2 / (n (n - 1))) / mean(B) / ln 2, with L_i and B_i a sequence's nats and bytes.
 
 MFU = achieved FLOPs / peak FLOPs = tokens_per_sec x flops_per_token / (replicas x peak per device),
 with flops_per_token = 6N + 12 x layers x context x width (``gpt.presets.flops_per_token``).
@@ -68,27 +73,42 @@ def duration(seconds: float) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Evaluation:
-    """The mean token loss of evaluated sequences (each of the same length), its standard error, their number."""
+    """The mean token loss of evaluated sequences (each of the same length), its standard error, their number,
+    and bits per byte with its standard error (None where the bytes of the tokens were not known)."""
 
     loss: float
     standard_error: float
     sequences: int
+    bits_per_byte: float | None = None
+    bits_per_byte_se: float | None = None
 
     @classmethod
-    def from_sums(cls, total: float, squares: float, count: float) -> Evaluation:
-        """From the sum of the sequences' mean losses, the sum of their squares, and their number."""
+    def from_sums(cls, total: float, squares: float, count: float, *byte_sums: float) -> Evaluation:
+        """From the sum of the sequences' mean losses, the sum of their squares, and their number; then, if given,
+        the sums over sequences of L, B, L^2, B^2 and L B (L: a sequence's nats summed over its target tokens,
+        B: the UTF-8 bytes those tokens decode to)."""
         mean = total / count
         variance = max(0.0, squares - count * mean * mean) / max(count - 1, 1)  # the sample variance
-        return cls(mean, math.sqrt(variance / count), round(count))
+        evaluation = cls(mean, math.sqrt(variance / count), round(count))
+        if not byte_sums or byte_sums[1] <= 0:
+            return evaluation
+        nats, size, nats2, size2, cross = byte_sums
+        ratio = nats / size  # nats per byte
+        residuals = max(0.0, nats2 - 2 * ratio * cross + ratio * ratio * size2)  # sum (L - ratio B)^2
+        se = math.sqrt(residuals / max(count * (count - 1), 1)) / (size / count)
+        return dataclasses.replace(evaluation, bits_per_byte=ratio / math.log(2), bits_per_byte_se=se / math.log(2))
 
 
 def valid_line(step: int, evaluation: Evaluation, tag: str = "valid") -> str:
     """``[valid]`` (the fixed sample) or ``[valid_split]`` (the whole validation split)."""
     e = evaluation
-    return (
+    line = (
         f"[{tag}] step={step} val_loss={e.loss:.4f} val_loss_se={e.standard_error:.4f} "
         f"val_ppl={perplexity(e.loss):.2f} sequences={e.sequences}"
     )
+    if e.bits_per_byte is not None:
+        line += f" val_bpb={e.bits_per_byte:.4f} val_bpb_se={e.bits_per_byte_se:.4f}"
+    return line
 
 
 def emit(line: str) -> None:

@@ -10,6 +10,7 @@ import runpy
 import statistics
 from pathlib import Path
 
+import numpy as np
 import pytest
 from contract.health import Window
 
@@ -88,6 +89,32 @@ def test_standard_error_of_the_sequences_mean_loss():
     assert e.standard_error == pytest.approx(statistics.stdev(losses) / 2)
 
 
+def test_bits_per_byte_is_nats_over_ln2_bytes_with_a_jackknife_sized_standard_error():
+    rng = np.random.default_rng(0)
+    size = rng.integers(40, 90, 200).astype(float)  # each sequence's target bytes
+    nats = size * rng.normal(0.9, 0.2, 200)  # and its summed nats
+    sums = (nats.sum(), size.sum(), (nats**2).sum(), (size**2).sum(), (nats * size).sum())
+    e = Evaluation.from_sums(1.0, 1.0, 200, *sums)
+    assert e.bits_per_byte == pytest.approx(nats.sum() / (math.log(2) * size.sum()), rel=1e-12)
+    # The jackknife of the ratio, computed leaving one sequence out at a time: no formula shared with the code.
+    leave_one_out = np.array([(nats.sum() - n) / (size.sum() - b) for n, b in zip(nats, size, strict=True)])
+    jackknife = math.sqrt((len(nats) - 1) * ((leave_one_out - leave_one_out.mean()) ** 2).mean()) / math.log(2)
+    assert e.bits_per_byte_se == pytest.approx(jackknife, rel=0.02)
+    assert Evaluation.from_sums(1.0, 1.0, 2).bits_per_byte is None  # bytes unknown: none reported
+
+
+def test_valid_line_carries_bits_per_byte_to_its_metrics():
+    line = valid_line(120, Evaluation(4.2, 0.031, 256, 1.23456, 0.0123))
+    assert line.endswith(" sequences=256 val_bpb=1.2346 val_bpb_se=0.0123")
+    assert parse(line)["validation:bits_per_byte"] == 1.2346
+    assert parse(line)["validation:bits_per_byte_standard_error"] == 0.0123
+    split = parse(valid_line(250, Evaluation(4.15, 0.012, 1122, 1.2, 0.004), "valid_split"))
+    assert (split["validation:split_bits_per_byte"], split["validation:split_bits_per_byte_standard_error"]) == (
+        1.2,
+        0.004,
+    )
+
+
 def test_perplexity_does_not_overflow():
     assert 1e300 < perplexity(1e6) < math.inf
 
@@ -122,7 +149,7 @@ def test_health_and_heartbeat_lines_feed_every_health_metric():
 
 def test_every_metric_definition_parses_a_line_the_chief_prints():
     window = Window(1, 4.0, 1e-3, 10.0, 0.1, 1.0, 0.1, 0.8, 0.1, 0, 1.0, 0.5)
-    evaluation = Evaluation(4.0, 0.1, 8)
+    evaluation = Evaluation(4.0, 0.1, 8, 1.1, 0.01)
     lines = [train_line(1, 4.0, 1e-3, 10.0, 0.1), valid_line(1, evaluation), valid_line(1, evaluation, "valid_split")]
     lines.append(health_line(1, health_fields(window, 0.5, 1.0)))
     parsed = {name for line in [*lines, Heartbeat(None).line()] for name in parse(line)}

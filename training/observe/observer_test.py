@@ -53,10 +53,16 @@ def test_slowed_input_is_reported_input_bound_with_its_share(dataset_dir, tmp_pa
     assert "input-bound" in report and report.count("<svg") == 6
     assert ">tokens</text>" in report and report.count('class="error-bar"') == 2  # the loss chart's extras
     # the fixed sample (2 batches x 2 sequences) at steps 12 and 24, then the whole split once
-    assert re.findall(r"^\[valid\] step=(\d+) .* sequences=(\d+)$", out, re.M) == [("12", "4"), ("24", "4")]
+    assert re.findall(r"^\[valid\] step=(\d+) .* sequences=(\d+) val_bpb=\S+ val_bpb_se=\S+$", out, re.M) == [
+        ("12", "4"),
+        ("24", "4"),
+    ]
     whole = run.inputs.validation.manifest.sequences("validation")
     assert re.search(
-        rf"^\[valid_split\] step=24 val_loss=\S+ val_loss_se=\S+ val_ppl=\S+ sequences={whole}$", out, re.M
+        rf"^\[valid_split\] step=24 val_loss=\S+ val_loss_se=\S+ val_ppl=\S+ sequences={whole} val_bpb=\S+ "
+        r"val_bpb_se=\S+$",
+        out,
+        re.M,
     )
     assert (
         "<td>sample</td><td>24</td><td>4</td>" in report and f"<td>whole split</td><td>24</td><td>{whole:,}" in report

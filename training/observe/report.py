@@ -120,18 +120,22 @@ def _series(windows: list[Window], field: str, scale: float = 1.0) -> list[Point
     return [(w.step, scale * getattr(w, field)) for w in windows]
 
 
+def _bits_per_byte(e: Evaluation) -> str:
+    return "unknown" if e.bits_per_byte is None else f"{e.bits_per_byte:.4f} ± {e.bits_per_byte_se:.4f}"
+
+
 def validation_table(validation: list[tuple[int, Evaluation]], split: tuple[int, Evaluation] | None) -> str:
     """The last evaluation of the fixed sample and the whole split's: loss ± standard error, perplexity."""
     rows = [("sample", *validation[-1])] if validation else []
     rows += [("whole split", *split)] if split else []
     cells = "".join(
         f"<tr><td>{name}</td><td>{step}</td><td>{e.sequences:,}</td><td>{e.loss:.4f} ± {e.standard_error:.4f}</td>"
-        f"<td>{perplexity(e.loss):.2f}</td></tr>"
+        f"<td>{perplexity(e.loss):.2f}</td><td>{_bits_per_byte(e)}</td></tr>"
         for name, step, e in rows
     )
     return (
         "<h2>Validation</h2><table><tr><th>sequences</th><th>step</th><th>count</th>"
-        f"<th>loss ± standard error</th><th>perplexity</th></tr>{cells}</table>"
+        f"<th>loss ± standard error</th><th>perplexity</th><th>bits per byte ± standard error</th></tr>{cells}</table>"
         if rows
         else ""
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
 from data.token_shards import END_OF_TEXT
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -58,3 +59,24 @@ def tokenizer_file(path: str | Path) -> Path:
     if not candidate.is_file():
         raise FileNotFoundError(f"no tokenizer at {candidate}: run `preprocess.py tokenizer` first and pass its output")
     return candidate
+
+
+def token_byte_lengths(tokenizer: Tokenizer, size: int) -> np.ndarray:
+    """The UTF-8 bytes each id of ``range(size)`` decodes to, for bits per byte: a byte-level token's symbols
+    are one byte each; special tokens (``<|endoftext|>``) and ids past the tokenizer's (padded rows) are 0.
+
+    Example::
+
+        lengths = token_byte_lengths(tokenizer, 50304)  # lengths[tokenizer.token_to_id("Ġthe")] == 4
+    """
+    alphabet = set(pre_tokenizers.ByteLevel.alphabet())
+    special = set(tokenizer.get_added_tokens_decoder())
+    lengths = np.zeros(size, dtype=np.int32)
+    for token_id in range(min(size, tokenizer.get_vocab_size())):
+        token = tokenizer.id_to_token(token_id)
+        if token is None or token_id in special:
+            continue
+        if not set(token) <= alphabet:
+            raise ValueError(f"token {token_id} ({token!r}) is not byte-level BPE: its bytes are not its symbols")
+        lengths[token_id] = len(token)
+    return lengths

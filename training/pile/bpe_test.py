@@ -3,7 +3,7 @@ import re
 import pytest
 from tokenizers import Tokenizer, models
 
-from pile.bpe import encoder_from_json, eot_id, tokenizer_file, train_bpe
+from pile.bpe import encoder_from_json, eot_id, token_byte_lengths, tokenizer_file, train_bpe
 
 
 def test_trained_tokenizer_has_the_vocabulary_and_end_of_text_first(tokenizer_json):
@@ -40,3 +40,18 @@ def test_tokenizer_file_accepts_a_folder_or_a_file(tmp_path):
     assert tokenizer_file(tmp_path / "tokenizer.json") == tmp_path / "tokenizer.json"
     with pytest.raises(FileNotFoundError, match=re.escape("preprocess.py tokenizer")):
         tokenizer_file(tmp_path / "missing")
+
+
+def test_token_byte_lengths_add_up_to_the_texts_utf8_bytes(tokenizer_json):
+    encoder = encoder_from_json(tokenizer_json)
+    lengths = token_byte_lengths(encoder, 512)  # padded past the tokenizer's 400 ids
+    for text in ("def f(x):\n    return x  # ünïcode ✓ 🚀 end\n", "日本語のテキスト", "plain ascii"):
+        ids = encoder.encode(text, add_special_tokens=False).ids
+        assert int(lengths[ids].sum()) == len(text.encode("utf-8"))
+    assert lengths[eot_id(encoder)] == 0 and not lengths[400:].any() and lengths[1:400].min() >= 1
+
+
+def test_token_byte_lengths_refuse_a_tokenizer_that_is_not_byte_level():
+    tokenizer = Tokenizer(models.WordLevel({"<|endoftext|>": 0, "héllo wörld": 1}, unk_token="<|endoftext|>"))
+    with pytest.raises(ValueError, match=r"token 1 \('héllo wörld'\) is not byte-level BPE"):
+        token_byte_lengths(tokenizer, 2)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 import json
 
+from contract.formats import DEFAULT_TEXT_FIELD
+
 
 class Skip(enum.StrEnum):
     """Why a record was not tokenized; the values are the keys of the manifest's ``documents_skipped``."""
@@ -31,8 +33,10 @@ def _checked_text(text: str) -> str | Skip:
     return text
 
 
-def parse_json_line(raw: bytes | None, pile_set_names: frozenset[str] = frozenset()) -> str | Skip:
-    """The ``text`` of a Pile JSON line, when ``meta.pile_set_name`` is wanted (empty set: all)."""
+def parse_json_line(
+    raw: bytes | None, pile_set_names: frozenset[str] = frozenset(), text_field: str = DEFAULT_TEXT_FIELD
+) -> str | Skip:
+    """The ``text_field`` of a JSON line, when ``meta.pile_set_name`` is wanted (empty set: all)."""
     if raw is None:
         return Skip.TOO_LONG
     if not raw.strip():
@@ -47,9 +51,9 @@ def parse_json_line(raw: bytes | None, pile_set_names: frozenset[str] = frozense
         return Skip.NOT_JSON
     if not isinstance(body, dict):
         return Skip.NOT_OBJECT
-    if "text" not in body:
+    if text_field not in body:
         return Skip.NO_TEXT
-    text = body["text"]
+    text = body[text_field]
     if not isinstance(text, str):
         return Skip.TEXT_NOT_STRING
     if pile_set_names:
@@ -71,8 +75,10 @@ def parse_text_document(raw: bytes | None, pile_set_names: frozenset[str] = froz
         return Skip.INVALID_UTF8
 
 
-def parse_record(kind: str, raw: bytes | None, pile_set_names: frozenset[str] = frozenset()) -> str | Skip:
-    """Dispatches on the input kind (``jsonl`` or ``txt``)."""
-    if kind == "txt":
-        return parse_text_document(raw, pile_set_names)
-    return parse_json_line(raw, pile_set_names)
+def parse_record(
+    kind: str, raw: bytes | None, pile_set_names: frozenset[str] = frozenset(), text_field: str = DEFAULT_TEXT_FIELD
+) -> str | Skip:
+    """Dispatches on the input kind: ``jsonl`` lines are JSON, ``txt`` documents and ``parquet`` values text."""
+    if kind == "jsonl":
+        return parse_json_line(raw, pile_set_names, text_field)
+    return parse_text_document(raw, pile_set_names)

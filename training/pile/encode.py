@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 
 import numpy as np
+from contract.formats import DEFAULT_TEXT_FIELD
 from tokenizers import Tokenizer
 
 from pile.bpe import encoder_from_json, eot_id
@@ -51,6 +52,7 @@ class EncodeSettings:
     dtype: str
     validation_fraction: float
     pile_set_names: frozenset[str] = frozenset()
+    text_field: str = DEFAULT_TEXT_FIELD
 
 
 def chunk_records(
@@ -107,7 +109,7 @@ class Encoder:
         skipped: Counter[str] = Counter()
         texts: dict[str, list[str]] = {"train": [], "validation": []}
         for offset, raw in enumerate(chunk.records):
-            parsed = parse_record(chunk.kind, raw, self.settings.pile_set_names)
+            parsed = parse_record(chunk.kind, raw, self.settings.pile_set_names, self.settings.text_field)
             if isinstance(parsed, Skip):
                 skipped[parsed.value] += 1
                 continue

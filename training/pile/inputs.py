@@ -6,8 +6,7 @@ import dataclasses
 import re
 from pathlib import Path
 
-# Longest suffix first: the first match decides the kind.
-SUFFIXES = {".jsonl.zst": "jsonl", ".jsonl.gz": "jsonl", ".jsonl": "jsonl", ".txt": "txt"}
+from contract.formats import SUFFIXES, Format, file_format
 
 
 class InputError(Exception):
@@ -25,16 +24,24 @@ class InputFile:
     path: Path
     relative: str  # path below the input folder, with "/" separators
     name: str
-    kind: str  # "jsonl" (one JSON document a line) or "txt" (plain text)
+    format: Format
+
+    @property
+    def kind(self) -> str:
+        """How its records are read: ``jsonl``, ``txt`` or ``parquet`` (``contract/formats.py``)."""
+        return self.format.records
 
 
-def input_kind(path: str | Path) -> tuple[str, str] | None:
-    """``(kind, suffix)`` for a supported file name, else None."""
-    lower = str(path).lower()
-    for suffix, kind in SUFFIXES.items():
-        if lower.endswith(suffix):
-            return kind, suffix
-    return None
+def _visible_files(root: Path) -> list[str]:
+    """Relative paths of the files below ``root``, sorted, hidden files and folders left out."""
+    paths = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    return [p for p in paths if not any(part.startswith(".") for part in p.split("/"))]
+
+
+def unsupported_files(input_dir: str | Path) -> list[str]:
+    """The files below ``input_dir`` in a format preprocessing cannot read (named in the run's summary)."""
+    root = Path(input_dir)
+    return [p for p in _visible_files(root) if file_format(p) is None] if root.is_dir() else []
 
 
 def find_inputs(input_dir: str | Path) -> list[InputFile]:
@@ -43,16 +50,16 @@ def find_inputs(input_dir: str | Path) -> list[InputFile]:
     if not root.is_dir():
         raise InputError(f"input folder {root} does not exist")
     found: dict[str, InputFile] = {}
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        relative = path.relative_to(root).as_posix()
-        kind_suffix = input_kind(relative)
-        if kind_suffix is None or any(part.startswith(".") for part in Path(relative).parts):
+    for relative in _visible_files(root):
+        if (kind := file_format(relative)) is None:
             continue
-        kind, suffix = kind_suffix
-        name = re.sub(r"[^A-Za-z0-9._-]", "_", relative[: -len(suffix)].replace("/", "_"))
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", relative[: -len(kind.suffix)].replace("/", "_"))
         if name in found:
             raise InputError(f"inputs {found[name].relative} and {relative} would both write shards named {name!r}")
-        found[name] = InputFile(path=path, relative=relative, name=name, kind=kind)
+        found[name] = InputFile(path=root / relative, relative=relative, name=name, format=kind)
     if not found:
-        raise InputError(f"no input files in {root}: expected {', '.join(SUFFIXES)} files")
+        unreadable = unsupported_files(root)
+        more = " ..." if len(unreadable) > 5 else ""
+        named = f" (not readable: {', '.join(unreadable[:5])}{more})" if unreadable else ""
+        raise InputError(f"no input files in {root}: expected {', '.join(SUFFIXES)} files{named}")
     return list(found.values())

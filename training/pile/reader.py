@@ -1,7 +1,8 @@
 """Streaming reads of input files: decompressed blocks, lines, and raw documents (still bytes).
 
-Nothing here holds more than one block plus one record in memory, whatever the file's size. A record longer
-than ``max_record_bytes`` is dropped while it streams past and reported as ``None``.
+Nothing here holds more than one block plus one record in memory, whatever the file's size (a Parquet file: one
+batch of rows of its text column). A record longer than ``max_record_bytes`` is dropped while it streams past and
+reported as ``None``.
 """
 
 from __future__ import annotations
@@ -10,16 +11,20 @@ import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import pyarrow
+import pyarrow.parquet as pq
 import zstandard
+from contract.formats import DEFAULT_TEXT_FIELD, file_format
 
 from pile.inputs import InputFile
 
 BLOCK_BYTES = 1 << 20
 MAX_RECORD_BYTES = 256 << 20
 TEXT_SEPARATOR = b"<|endoftext|>"  # a .txt line holding only this separates two documents
+PARQUET_BATCH_ROWS = 256  # rows of the text column decoded at a time
 
 # Errors that end one input file (truncated or corrupt data); the run goes on with the next file.
-READ_ERRORS = (OSError, EOFError, zlib.error, zstandard.ZstdError)
+READ_ERRORS = (OSError, EOFError, zlib.error, zstandard.ZstdError, pyarrow.ArrowException)
 
 
 class ReadError(Exception):
@@ -31,11 +36,12 @@ def iter_blocks(path: str | Path, block_bytes: int = BLOCK_BYTES) -> Iterator[by
 
     Compressed files go through streaming decoders, so everything decodable before a cut is yielded first.
     """
-    name = str(path).lower()
+    found = file_format(str(path))
+    compression = found.compression if found else ""
     with open(path, "rb") as f:
-        if name.endswith(".zst"):
+        if compression == "zstd":
             yield from _stream_blocks(f, block_bytes, zstandard.ZstdDecompressor().decompressobj, "zstd")
-        elif name.endswith(".gz"):
+        elif compression == "gzip":
             yield from _stream_blocks(f, block_bytes, lambda: zlib.decompressobj(wbits=31), "gzip")
         else:
             while block := f.read(block_bytes):
@@ -110,13 +116,42 @@ def iter_text_documents(
         yield b"\n".join(lines_held)
 
 
-def iter_records(source: InputFile, max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[bytes | None]:
-    """The raw records of an input: JSON lines for ``jsonl``, documents for ``txt``.
+def iter_parquet_texts(
+    path: str | Path, text_field: str = DEFAULT_TEXT_FIELD, max_record_bytes: int = MAX_RECORD_BYTES
+) -> Iterator[bytes | None]:
+    """The ``text_field`` column of a Parquet file as UTF-8 bytes, row by row (a null as ``b""``).
+
+    Only that column is decoded, ``PARQUET_BATCH_ROWS`` rows at a time, row group after row group; a row group
+    that cannot be decoded raises after every row before it was yielded.
+    """
+    with pq.ParquetFile(path) as parquet:
+        column = parquet.schema_arrow.field(text_field) if text_field in parquet.schema_arrow.names else None
+        if column is None:
+            names = ", ".join(parquet.schema_arrow.names)
+            raise OSError(f"no column {text_field!r} (columns: {names}); set corpus.text_field")
+        if not (pyarrow.types.is_string(column.type) or pyarrow.types.is_large_string(column.type)):
+            raise OSError(f"column {text_field!r} holds {column.type}, not strings")
+        for group in range(parquet.num_row_groups):  # one group at a time: a damaged one keeps those before
+            batches = parquet.iter_batches(PARQUET_BATCH_ROWS, [group], [text_field], use_threads=False)
+            for batch in batches:
+                for value in batch.column(0).to_pylist():
+                    raw = (value or "").encode("utf-8", "surrogatepass")
+                    yield raw if len(raw) <= max_record_bytes else None
+
+
+def iter_records(
+    source: InputFile, max_record_bytes: int = MAX_RECORD_BYTES, text_field: str = DEFAULT_TEXT_FIELD
+) -> Iterator[bytes | None]:
+    """The raw records of an input: JSON lines for ``jsonl``, documents for ``txt``, the text column's values for
+    ``parquet``.
 
     Raises ReadError (after yielding every record before the damage) for a truncated or corrupt file.
     """
-    lines = iter_lines(iter_blocks(source.path), max_record_bytes)
-    records = iter_text_documents(lines, max_record_bytes) if source.kind == "txt" else lines
+    if source.kind == "parquet":
+        records = iter_parquet_texts(source.path, text_field, max_record_bytes)
+    else:
+        lines = iter_lines(iter_blocks(source.path), max_record_bytes)
+        records = iter_text_documents(lines, max_record_bytes) if source.kind == "txt" else lines
     try:
         yield from records
     except READ_ERRORS as e:

@@ -1,18 +1,22 @@
 import gzip
 
+import pyarrow.parquet as pq
 import pytest
 import zstandard
+from contract.formats import Format, file_format
 
 from pile.inputs import InputFile
-from pile.reader import ReadError, iter_blocks, iter_lines, iter_records, iter_text_documents
-from pile.sample_corpus import compress_flushed
+from pile.reader import ReadError, iter_blocks, iter_lines, iter_parquet_texts, iter_records, iter_text_documents
+from pile.sample_corpus import compress_flushed, damage_row_group, write_parquet
 
 LINES = [b'{"text": "document %d"}' % i for i in range(3000)]
 DATA = b"\n".join(LINES) + b"\n"
 
 
 def source(path, kind="jsonl"):
-    return InputFile(path=path, relative=path.name, name=path.name.split(".")[0], kind=kind)
+    found = file_format(path.name)
+    fmt = found if found and found.records == kind else Format(path.suffix, kind, "")
+    return InputFile(path=path, relative=path.name, name=path.name.split(".")[0], format=fmt)
 
 
 @pytest.mark.parametrize(
@@ -24,6 +28,9 @@ def source(path, kind="jsonl"):
         # Two frames back to back, as concatenated files are.
         ("y.jsonl.zst", lambda d: b"".join(zstandard.ZstdCompressor().compress(h) for h in (d[:777], d[777:]))),
         ("y.jsonl.gz", lambda d: gzip.compress(d[:777]) + gzip.compress(d[777:])),  # two members, as `cat` makes
+        ("dclm.jsonl.zstd", zstandard.ZstdCompressor().compress),
+        ("dolma.json.gz", gzip.compress),
+        ("z.json.zst", zstandard.ZstdCompressor().compress),
     ],
 )
 def test_every_format_streams_back_its_lines(tmp_path, name, encode):
@@ -72,3 +79,38 @@ def test_long_text_document_is_cut_at_a_line_boundary():
 def test_txt_file_records(tmp_path):
     (tmp_path / "book.txt").write_bytes(b"one\ntwo\n<|endoftext|>\nthree\n")
     assert list(iter_records(source(tmp_path / "book.txt", "txt"))) == [b"one\ntwo", b"three"]
+
+
+TEXTS = [f"document {i} " + "é" * (i % 7) for i in range(300)]
+
+
+def test_parquet_reads_the_text_column_row_group_by_row_group(tmp_path):
+    path = write_parquet(tmp_path / "fw.parquet", [*TEXTS[:10], None, *TEXTS[10:]], row_group_rows=7)
+    assert pq.ParquetFile(path).num_row_groups == 43
+    assert list(iter_records(source(path, "parquet"))) == [t.encode() for t in TEXTS[:10]] + [b""] + [
+        t.encode() for t in TEXTS[10:]
+    ]
+    assert list(iter_parquet_texts(path, max_record_bytes=12))[:3] == [b"document 0 ", None, None]  # é is 2 bytes
+
+
+def test_parquet_text_field_and_a_missing_column(tmp_path):
+    path = write_parquet(tmp_path / "c.parquet", TEXTS[:5], text_field="content")
+    assert list(iter_records(source(path, "parquet"), text_field="content")) == [t.encode() for t in TEXTS[:5]]
+    with pytest.raises(ReadError, match=r"c.parquet: OSError: no column 'text' \(columns: id, content\)"):
+        list(iter_records(source(path, "parquet")))
+
+
+def test_corrupt_parquet_keeps_the_row_groups_before_the_damage(tmp_path):
+    path = write_parquet(tmp_path / "fw.parquet", TEXTS, row_group_rows=50)
+    damage_row_group(path, 3)  # the text column of the fourth group
+    got = []
+    with pytest.raises(ReadError, match=r"fw\.parquet: "):
+        got.extend(iter_records(source(path, "parquet")))
+    assert got == [t.encode() for t in TEXTS[:150]]
+
+
+def test_truncated_parquet_is_a_read_error(tmp_path):
+    path = write_parquet(tmp_path / "cut.parquet", TEXTS)
+    path.write_bytes(path.read_bytes()[:-100])  # the footer is gone: no row group can be found
+    with pytest.raises(ReadError, match=r"cut.parquet: Arrow\w+: "):
+        list(iter_records(source(path, "parquet")))

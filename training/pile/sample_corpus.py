@@ -13,6 +13,8 @@ import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import zstandard
 
 PILE_SET_NAMES = ("Github", "Pile-CC", "ArXiv")
@@ -45,16 +47,41 @@ def pile_line(text: str, pile_set_name: str) -> bytes:
 
 
 def write_jsonl(path: str | Path, lines: Iterable[bytes]) -> Path:
-    """Writes lines as ``.jsonl``, ``.jsonl.gz`` or ``.jsonl.zst`` (by the file name)."""
+    """Writes lines as ``.jsonl`` or any compressed JSON-lines format of ``contract/formats.py`` (by the file
+    name: ``.jsonl.zstd``, ``.json.gz`` ...)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = b"".join(lines)
-    if path.name.endswith(".zst"):
+    if path.name.endswith((".zst", ".zstd")):  # local/ imports this file without training/ on the path: no contract
         data = zstandard.ZstdCompressor().compress(data)
     elif path.name.endswith(".gz"):
         data = gzip.compress(data, mtime=0)
     path.write_bytes(data)
     return path
+
+
+def write_parquet(
+    path: str | Path, documents: Iterable[str | None], row_group_rows: int = 64, text_field: str = "text"
+) -> Path:
+    """A FineWeb-like Parquet file: the documents in a ``text_field`` column beside an ``id`` column, in row
+    groups of ``row_group_rows``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    texts = list(documents)
+    table = pa.table({"id": [f"<urn:doc:{i}>" for i in range(len(texts))], text_field: pa.array(texts, pa.string())})
+    pq.write_table(table, path, row_group_size=row_group_rows, compression="zstd")
+    return path
+
+
+def damage_row_group(path: str | Path, group: int, column: int = 1) -> None:
+    """Overwrites the data of one column chunk of a Parquet file with 0xff bytes (its footer left whole)."""
+    path = Path(path)
+    chunk = pq.ParquetFile(path).metadata.row_group(group).column(column)
+    data = bytearray(path.read_bytes())
+    data[chunk.data_page_offset : chunk.data_page_offset + chunk.total_compressed_size] = b"\xff" * (
+        chunk.total_compressed_size
+    )
+    path.write_bytes(bytes(data))
 
 
 def write_pile(path: str | Path, documents: Iterable[str]) -> Path:
@@ -64,15 +91,15 @@ def write_pile(path: str | Path, documents: Iterable[str]) -> Path:
 
 
 def write_sample_corpus(folder: str | Path, documents: Iterable[tuple[str, str]], files: int = 4) -> list[Path]:
-    """(text, pile_set_name) documents as ``files`` ``.jsonl.zst`` files, like The Pile's 30, with the two
-    MALFORMED lines in the middle; returns the files' paths."""
+    """(text, pile_set_name) documents as ``files`` files, like The Pile's 30 ``.jsonl.zst`` but the last one a
+    FineWeb-like ``.parquet`` (its text column only), with the two MALFORMED lines in the middle; returns the paths."""
     lines = [pile_line(text, name) for text, name in documents]
     lines[len(lines) // 2 : len(lines) // 2] = MALFORMED
     per_file = -(-len(lines) // files)
-    return [
-        write_jsonl(Path(folder) / f"{index:02d}.jsonl.zst", lines[index * per_file : (index + 1) * per_file])
-        for index in range(files)
-    ]
+    parts = [lines[index * per_file : (index + 1) * per_file] for index in range(files)]
+    paths = [write_jsonl(Path(folder) / f"{index:02d}.jsonl.zst", part) for index, part in enumerate(parts[:-1])]
+    texts = [json.loads(line)["text"] for line in parts[-1]]  # past the middle: no malformed line
+    return [*paths, write_parquet(Path(folder) / f"{files - 1:02d}.parquet", texts)]
 
 
 def compress_flushed(lines: list[bytes], suffix: str) -> tuple[bytes, list[int]]:

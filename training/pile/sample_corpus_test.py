@@ -2,6 +2,7 @@ import gzip
 import json
 import zlib
 
+import pyarrow.parquet as pq
 import pytest
 import zstandard
 
@@ -33,13 +34,14 @@ def test_write_pile_in_every_compression_reads_back(tmp_path):
     assert [b["meta"]["pile_set_name"] for b in bodies] == list(PILE_SET_NAMES[:3])
 
 
-def test_sample_corpus_is_zst_files_with_the_malformed_lines_in_the_middle(tmp_path):
+def test_sample_corpus_is_zst_files_and_a_parquet_with_the_malformed_lines_in_the_middle(tmp_path):
     documents = [(f"text {i}", PILE_SET_NAMES[i % 2]) for i in range(10)]
     paths = write_sample_corpus(tmp_path / "corpus", documents, files=3)
-    assert [p.name for p in paths] == ["00.jsonl.zst", "01.jsonl.zst", "02.jsonl.zst"]
-    lines = [line for p in paths for line in zstandard.ZstdDecompressor().decompress(p.read_bytes()).splitlines(True)]
+    assert [p.name for p in paths] == ["00.jsonl.zst", "01.jsonl.zst", "02.parquet"]
+    lines = [line for p in paths[:2] for line in zstandard.ZstdDecompressor().decompress(p.read_bytes()).splitlines(1)]
     assert lines[5:7] == list(MALFORMED)
-    assert [json.loads(line)["text"] for line in lines if line not in MALFORMED] == [t for t, _ in documents]
+    texts = [json.loads(line)["text"] for line in lines if line not in MALFORMED]
+    assert texts + pq.read_table(paths[2])["text"].to_pylist() == [t for t, _ in documents]
 
 
 @pytest.mark.parametrize(

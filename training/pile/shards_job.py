@@ -17,11 +17,12 @@ import signal
 from collections import Counter
 from pathlib import Path
 
+from contract.formats import DEFAULT_TEXT_FIELD
 from data.token_shards import SPLITS, TOKENIZER_FILE, Manifest, ShardInfo, sha256_of, token_dtype, write_manifest_part
 
 from pile.bpe import encoder_from_json, eot_id, tokenizer_file
 from pile.encode import CHUNK_BYTES, EncodeSettings, chunk_records
-from pile.inputs import InputFile, NoDocumentsError, find_inputs
+from pile.inputs import InputFile, NoDocumentsError, find_inputs, unsupported_files
 from pile.packing import SplitWriter, sequences_per_shard
 from pile.progress import Progress
 from pile.reader import ReadError, iter_records
@@ -42,6 +43,7 @@ class ShardsConfig:
     shard_size_mb: float = 1024
     validation_fraction: float = 0.0005
     pile_set_names: frozenset[str] = frozenset()
+    text_field: str = DEFAULT_TEXT_FIELD
     workers: int = 1
     progress_seconds: float = 30.0
     chunk_bytes: int = CHUNK_BYTES
@@ -102,6 +104,7 @@ class ShardsJob:
             eot_token_id=eot_id(self.tokenizer),
             tokenizer_sha256=sha256_of(path),
             hosts=[config.host],
+            files_unsupported=unsupported_files(config.input_dir),
         )
         self.settings = {  # an input done with other settings is redone
             "tokenizer_sha256": self.manifest.tokenizer_sha256,
@@ -111,6 +114,7 @@ class ShardsJob:
             ),
             "validation_fraction": config.validation_fraction,
             "pile_set_names": sorted(config.pile_set_names),
+            "text_field": config.text_field,
         }
         self.progress = Progress(config.host, config.progress_seconds)
         self._runner = None
@@ -153,7 +157,8 @@ class ShardsJob:
             self._remove_records()
             raise NoDocumentsError(
                 f"no usable documents in {self.config.input_dir}: {self.manifest.documents_read} read, skipped "
-                f"{self.manifest.documents_skipped or 'none'}, failed files {self.manifest.files_failed or 'none'}"
+                f"{self.manifest.documents_skipped or 'none'}, failed files {self.manifest.files_failed or 'none'}, "
+                f"unsupported files {self.manifest.files_unsupported or 'none'}"
             )
         self._copy_tokenizer()
         self.manifest.shards.sort(key=lambda shard: shard.file)
@@ -184,7 +189,11 @@ class ShardsJob:
         self._remove_leftovers(source)
         if self._runner is None:
             settings = EncodeSettings(
-                self.tokenizer_json, self.manifest.dtype, self.config.validation_fraction, self.config.pile_set_names
+                self.tokenizer_json,
+                self.manifest.dtype,
+                self.config.validation_fraction,
+                self.config.pile_set_names,
+                self.config.text_field,
             )
             self._runner = make_runner(settings, self.config.workers, self.tokenizer)
         writers = [
@@ -202,7 +211,8 @@ class ShardsJob:
         ]
         record = InputRecord(input=source.relative, settings=self.settings, shards=[])
         skipped: Counter[str] = Counter()
-        chunks = chunk_records(iter_records(source), source.name, source.kind, self.config.chunk_bytes)
+        records = iter_records(source, text_field=self.config.text_field)
+        chunks = chunk_records(records, source.name, source.kind, self.config.chunk_bytes)
         try:
             for result in self._runner.map(chunks):
                 writers[0].add(result.train)

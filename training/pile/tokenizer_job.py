@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+from contract.formats import DEFAULT_TEXT_FIELD
 from data.token_shards import TOKENIZER_FILE
 
 from pile.bpe import train_bpe
@@ -39,6 +40,7 @@ def sample_texts(
     pile_set_names: frozenset[str] = frozenset(),
     stats: SampleStats | None = None,
     progress: Progress | None = None,
+    text_field: str = DEFAULT_TEXT_FIELD,
 ) -> Iterator[str]:
     """Documents from every input, about ``sample_bytes`` of UTF-8 text in all, counted in ``stats``."""
     stats = stats if stats is not None else SampleStats()
@@ -46,11 +48,11 @@ def sample_texts(
         share = (sample_bytes - stats.bytes_used) // (len(inputs) - position)
         used = 0
         try:
-            for raw in iter_records(source):
+            for raw in iter_records(source, text_field=text_field):
                 if used >= share:
                     break
                 stats.documents_read += 1
-                text = parse_record(source.kind, raw, pile_set_names)
+                text = parse_record(source.kind, raw, pile_set_names, text_field)
                 if isinstance(text, Skip):
                     stats.skipped[text.value] += 1
                     continue
@@ -73,6 +75,7 @@ def run_tokenizer(
     sample_bytes: int,
     pile_set_names: frozenset[str] = frozenset(),
     progress_seconds: float = 30.0,
+    text_field: str = DEFAULT_TEXT_FIELD,
 ) -> SampleStats:
     """Trains on the sample and writes ``<output_dir>/tokenizer.json``; raises NoDocumentsError on no text."""
     inputs = find_inputs(input_dir)
@@ -81,7 +84,7 @@ def run_tokenizer(
     log.info(
         "training a %d-token BPE vocabulary on up to %d bytes from %d inputs", vocab_size, sample_bytes, len(inputs)
     )
-    tokenizer = train_bpe(sample_texts(inputs, sample_bytes, pile_set_names, stats, progress), vocab_size)
+    tokenizer = train_bpe(sample_texts(inputs, sample_bytes, pile_set_names, stats, progress, text_field), vocab_size)
     progress.report()
     if stats.documents_used == 0:
         raise NoDocumentsError(

@@ -23,6 +23,7 @@ from export.saved_model import export, float32_copy
 from gpt.model import padded_vocab
 from observe.metrics import device_peak_tflops, emit, model_flops_utilisation, train_line, valid_line
 from observe.observer import RunObserver
+from pile.bpe import token_byte_lengths
 
 from run import parallelism
 from run.checkpoint import Checkpointer
@@ -151,6 +152,7 @@ class TrainingRun:
             precision=a.precision,
             grad_clip=a.grad_clip,
             initial_loss_scale=a.initial_loss_scale,
+            token_bytes=token_byte_lengths(self.inputs.tokenizer, self.inputs.vocab_size),
         )
 
     def _model_arguments(self) -> dict:

@@ -17,6 +17,7 @@ on the caller's device: returning them would copy every stage's gradients to dev
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 from contract.batch import pipeline_microbatches
 from gpt.loss import sparse_cross_entropy
@@ -25,7 +26,7 @@ from gpt.pipeline.model import PipelinedGPT, stage_of, variable_device
 from observe.metrics import Evaluation
 
 from run.engines import PipelineEngine
-from run.trainer import AdamW, Trainer, accumulate, make_optimizer, sequence_loss_sums
+from run.trainer import AdamW, Trainer, accumulate, make_optimizer
 
 
 class PlacedAdamW(AdamW):
@@ -82,6 +83,7 @@ class PipelineTrainer(Trainer):
         precision: str = "fp32",
         grad_clip: float = 1.0,
         initial_loss_scale: float = 2.0**15,
+        token_bytes: np.ndarray | None = None,
     ):
         microbatches = pipeline_microbatches(accumulation_steps, microbatches, stages=len(models[0].devices))
         if len(models) != engine.local_replicas or len(optimizers) != len(models):
@@ -96,6 +98,7 @@ class PipelineTrainer(Trainer):
             precision=precision,
             grad_clip=grad_clip,
             initial_loss_scale=initial_loss_scale,
+            token_bytes=token_bytes,
         )
         self.models, self.optimizers = list(models), list(optimizers)
         self.microbatches, self.passes = microbatches, accumulation_steps // microbatches
@@ -248,7 +251,7 @@ class PipelineTrainer(Trainer):
             logits = model(tokens[:, :-1], training=False)
             with tf.device(model.devices[-1]):
                 token_losses = tf.nn.sparse_softmax_cross_entropy_with_logits(tokens[:, 1:], logits)
-                sums.append(sequence_loss_sums(token_losses, weights))
+                sums.append(self.loss_sums(token_losses, weights, tokens[:, 1:]))
         return self.engine.all_reduce(sums, len(self.model.devices) - 1, "evaluation")[0]
 
     def _broadcast_fn(self):

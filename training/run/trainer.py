@@ -168,11 +168,14 @@ class Trainer:
         grad_clip: float = 1.0,
         use_xla: bool = False,
         initial_loss_scale: float = 2.0**15,
+        token_bytes: np.ndarray | None = None,
     ):
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {list(PRECISIONS)}, not {precision!r}")
         self.model, self.optimizer, self.engine = model, optimizer, engine
         self.accumulation_steps, self.precision, self.grad_clip = accumulation_steps, precision, grad_clip
+        # The UTF-8 bytes of each token id (pile.bpe.token_byte_lengths), for bits per byte; None: not reported.
+        self.token_bytes = None if token_bytes is None else tf.constant(token_bytes, tf.float32)
         self.batch_shape = (engine.local_replicas, accumulation_steps, micro_batch_size, sequence_length + 1)
         # Tokens that one optimizer step learns from, over all replicas: the loss is their mean.
         self.tokens_per_step = engine.num_replicas * accumulation_steps * micro_batch_size * sequence_length
@@ -222,7 +225,7 @@ class Trainer:
         tokens, weights = rows[:, :-1], rows[:, -1]
         logits = self.model(tokens[:, :-1], training=False)
         token_losses = tf.nn.sparse_softmax_cross_entropy_with_logits(tokens[:, 1:], logits)
-        return self.engine.sum_over_replicas(sequence_loss_sums(token_losses, weights))
+        return self.engine.sum_over_replicas(self.loss_sums(token_losses, weights, tokens[:, 1:]))
 
     def _evaluate_fn(self, batch: tf.Tensor):
         return self.engine.local(self.engine.run(self._replica_evaluate, (batch,)))
@@ -255,12 +258,20 @@ class Trainer:
                 self.good_steps.assign(0)
 
     def evaluate(self, dataset: tf.data.Dataset) -> Evaluation:
-        """Mean token loss and its standard error over the sequences of ``dataset`` (``data.evaluation_dataset``)."""
-        total = np.zeros(3)
+        """Mean token loss, bits per byte and their standard errors over the sequences of ``dataset``
+        (``data.evaluation_dataset``)."""
+        total = 0.0
         with self.engine.scope():
             for batch in dataset:
-                total += self._evaluate(batch).numpy()  # in float64 here: sums of squares over many batches
+                total += self._evaluate(batch).numpy().astype(np.float64)  # sums of squares over many batches
         return Evaluation.from_sums(*total)
+
+    def loss_sums(self, token_losses: tf.Tensor, weights: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:
+        """``sequence_loss_sums``, and ``byte_loss_sums`` after them when the tokens' bytes are known."""
+        sums = sequence_loss_sums(token_losses, weights)
+        if self.token_bytes is None:
+            return sums
+        return tf.concat([sums, byte_loss_sums(token_losses, weights, tf.gather(self.token_bytes, targets))], 0)
 
 
 def accumulate(add: Callable[[tf.Tensor, Any], Any], count: int, first: Any) -> Any:
@@ -286,3 +297,10 @@ def sequence_loss_sums(token_losses: tf.Tensor, weights: tf.Tensor) -> tf.Tensor
     """[sum w s, sum w s^2, sum w] of each row's mean token loss s ([rows, T] losses; w: 1, or 0 for filler)."""
     losses, weights = tf.reduce_mean(token_losses, axis=1), tf.cast(weights, tf.float32)
     return tf.stack([tf.reduce_sum(weights * losses), tf.reduce_sum(weights * losses**2), tf.reduce_sum(weights)])
+
+
+def byte_loss_sums(token_losses: tf.Tensor, weights: tf.Tensor, target_bytes: tf.Tensor) -> tf.Tensor:
+    """[sum w L, sum w B, sum w L^2, sum w B^2, sum w L B] of each row's summed nats L and target bytes B."""
+    nats, size = tf.reduce_sum(token_losses, axis=1), tf.reduce_sum(target_bytes, axis=1)
+    weights = tf.cast(weights, tf.float32)
+    return tf.stack([tf.reduce_sum(weights * v) for v in (nats, size, nats**2, size**2, nats * size)])

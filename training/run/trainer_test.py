@@ -6,6 +6,8 @@ import pytest
 import tensorflow as tf
 from data.channel import evaluation_dataset, open_channel, spread_sample, token_dataset
 from gpt.model import GPT
+from pile.bpe import token_byte_lengths
+from tokenizers import Tokenizer
 
 from conftest import SEQUENCE_LENGTH, while_loops
 from run.engines import StrategyEngine
@@ -139,6 +141,44 @@ def test_evaluation_is_the_mean_token_loss_with_its_standard_error_over_the_sequ
     # float32 sums of squares: a few digits go where the variance is small against the mean squared (untrained)
     assert result.standard_error == pytest.approx(losses.std(ddof=1) / np.sqrt(len(losses)), rel=1e-3)
     assert SEQUENCE_LENGTH >= T
+
+
+def gpt2_byte_decoder() -> dict[str, int]:
+    """GPT-2's ``bytes_to_unicode`` (openai/gpt-2 src/encoder.py) inverted: each symbol of a token to its byte."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    codes, extra = list(printable), 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            codes.append(256 + extra)
+            extra += 1
+    return {chr(c): b for b, c in zip(printable, codes, strict=True)}
+
+
+@pytest.mark.parametrize("batches", [2, None])
+def test_evaluation_reports_bits_per_byte_of_the_decoded_targets(dataset_dir, batches):
+    keras.utils.set_random_seed(0)
+    channel = open_channel(dataset_dir, "validation")
+    tokenizer = Tokenizer.from_file(str(channel.tokenizer_path))
+    model, trainer = build(default_engine(), token_bytes=token_byte_lengths(tokenizer, 384))
+    ds = token_dataset(channel, sequence_length=T, batch_shape=(1, channel.manifest.sequences("validation")),
+                       order="files")  # fmt: skip
+    rows = next(iter(ds))[0]
+    if batches:
+        rows = tf.gather(rows, spread_sample(int(rows.shape[0]), 8))
+    nats = tf.nn.sparse_softmax_cross_entropy_with_logits(rows[:, 1:], model(rows[:, :-1])).numpy().sum(axis=1)
+    decoder, special = gpt2_byte_decoder(), set(tokenizer.get_added_tokens_decoder())
+    decoded = [bytes(decoder[c] for i in row if i not in special for c in tokenizer.id_to_token(i)) for row in
+               rows[:, 1:].numpy().tolist()]  # fmt: skip
+    size = np.array([len(d) for d in decoded], dtype=float)
+    assert b"".join(decoded).decode("utf-8", "replace")  # real text: the bytes the tokens decode to
+    result = trainer.evaluate(evaluation_dataset(channel, sequence_length=T, batch_shape=(1, 4), batches=batches))
+    assert result.bits_per_byte == pytest.approx(nats.sum() / (np.log(2) * size.sum()), rel=1e-5)
+    ratio = nats.sum() / size.sum()
+    delta = np.sqrt(((nats - ratio * size) ** 2).sum() / (len(size) * (len(size) - 1))) / size.mean() / np.log(2)
+    assert result.bits_per_byte_se == pytest.approx(delta, rel=1e-2)
+    without = build(default_engine())[1].evaluate(evaluation_dataset(channel, sequence_length=T, batch_shape=(1, 4)))
+    assert without.bits_per_byte is None
 
 
 def test_a_batch_of_another_shape_is_refused(dataset_dir):
