@@ -4,6 +4,7 @@ import math
 
 import hlo_export
 from contract.presets import get_preset, parameter_count
+from gpt.model import padded_vocab
 from tensorflow.compiler.xla import xla_data_pb2
 from tensorflow.compiler.xla.service import hlo_pb2
 
@@ -22,6 +23,6 @@ def test_the_json_names_every_parameter_of_the_hlo_and_the_results_are_the_loss_
     assert meta["inputs"][-1]["name"] == "loss_scale" and meta["inputs"][0]["shape"] == [2, 49]
     weights = meta["inputs"][1:-1]
     assert [list(r.dimensions) for r in program.result.tuple_shapes] == [[]] + [w["shape"] for w in weights]
-    count = parameter_count(get_preset("tiny"), vocab_size=96, sequence_length=48)
+    count = parameter_count(get_preset("tiny"), vocab_size=padded_vocab(96), sequence_length=48)  # 128 rows
     assert sum(math.prod(w["shape"]) for w in weights) == count
     assert "tensorflow" not in meta and not (tmp_path / "tiny-bf16-b2-s48.npz").exists()  # values only when asked
