@@ -12,8 +12,8 @@ then the sum of its stages', which share the process's memory) for a few steps i
   memory instead: ``infra/estimate/hardware.py``).
 - Operations run one at a time (inter-op parallelism 1), as a GPU stream runs them. With TensorFlow's
   default the trainer's accumulation loop starts the next micro-batch before the last one's backward pass
-  ends, so two micro-batches are in flight; one extra case measures that and is reported, not checked, as is
-  the case of 4 micro-batches until the loop runs one at a time (``ONE_MICRO_BATCH_IN_FLIGHT``).
+  ends, so two micro-batches were in flight; the loop now runs one at a time (``ONE_MICRO_BATCH_IN_FLIGHT``),
+  and the case with TensorFlow's default inter-op parallelism is reported, not checked.
 - step time: CPU seconds (the machine is shared; CPU time is what contention disturbs least), median of
   the steps after the first two (tracing). The estimate's step time needs the device's peak FLOP/s and a
   utilisation; the peak is measured in the same process as the best CPU-second rate of a 2048 x 2048
@@ -44,13 +44,13 @@ from infra.estimate.memory import stage_memories  # noqa: E402
 from infra.presets import model_presets  # noqa: E402
 
 MEMORY_TOLERANCE = 0.10
-# The attention core of training/gpt/layers.py the memory model counts: "naive" (float32 scores and softmax) as of
-# this bench's last run; "lean" once the custom-gradient core keeps only bf16 probabilities (issue 37).
-ATTENTION = "naive"
-# Whether the accumulation loop runs one micro-batch at a time (issue 37). As of this bench's last run it did not:
-# TensorFlow's while loop (parallel_iterations 10) starts the next micro-batch's forward pass before the last one's
-# backward pass ends, even one operation at a time, once the loop has two iterations or more (3+ micro-batches).
-ONE_MICRO_BATCH_IN_FLIGHT = False
+# The attention core of training/gpt/layers.py the memory model counts: "lean", the custom-gradient core that keeps
+# only the compute-dtype probabilities (issue 37); "naive" (float32 scores and softmax) before it.
+ATTENTION = "lean"
+# Whether the accumulation loop runs one micro-batch at a time: since issue 37 it is a tf.while_loop with
+# parallel_iterations=1 (before, TensorFlow's default 10 started the next micro-batch's forward pass before the
+# last one's backward pass ended, once the loop had two iterations or more).
+ONE_MICRO_BATCH_IN_FLIGHT = True
 STEPS = 6
 CASES = [  # preset, vocabulary, sequence, micro-batch, micro-batches per step, precision, recompute, serial ops,
     # pipeline stages (1: the data-parallel Trainer; K > 1: PipelineTrainer on K logical CPU devices, one pass)

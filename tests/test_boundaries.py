@@ -2,7 +2,8 @@
 
 training/             imports none of infra, local, cli (it ships to SageMaker as is); its rooms import one way:
                       contract/ and data/ nothing of the others, gpt/ and observe/ only contract/, pile/ only
-                      data/, export/ only gpt/ and contract/, run/ any of them; none imports the entry points
+                      data/ and contract/, export/ only gpt/ and contract/, run/ any of them; none imports the
+                      entry points
 infra/                imports no TensorFlow or Keras (synthesis and the Plan step run without them)
 the Plan function     imports no CDK: the files its bundle carries (infra/plan_step and the infra modules
                       it shares, ``bundled_files``) run in Lambda with the standard library only
@@ -28,9 +29,9 @@ ROOMS = {
     "data": (),
     "gpt": ("contract",),
     "observe": ("contract",),
-    "pile": ("data",),
+    "pile": ("data", "contract"),  # the corpus formats (contract/formats.py), which the Plan step reads too
     "export": ("gpt", "contract"),
-    "run": ("contract", "data", "gpt", "observe", "export"),
+    "run": ("contract", "data", "gpt", "observe", "export", "pile"),  # pile: each token's bytes, for bits per byte
     "serving": (),
 }
 

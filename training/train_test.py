@@ -138,6 +138,7 @@ def test_runs_as_the_sagemaker_toolkit_starts_it(sagemaker_run, dataset_dir):
     valid = [line for line in lines if line.startswith("[valid]")]
     split = [line for line in lines if line.startswith("[valid_split]")]  # the whole split, once at the end
     sample = {"validation:loss", "validation:loss_standard_error", "validation:perplexity"}
+    sample |= {"validation:bits_per_byte", "validation:bits_per_byte_standard_error"}
     assert len(train) == 8 and all(parse(line).keys() == defined("train") for line in train), output
     assert len(valid) == 2 and all(parse(line).keys() == sample for line in valid), output
     assert len(split) == 1 and parse(split[0]).keys() == defined("validation") - sample, output

@@ -72,7 +72,8 @@ def test_hyperparameters_are_json_encoded_as_the_sdk_does(settings):
 def test_pipeline_settings_reach_train_py(settings):
     hps = training(settings)["HyperParameters"]
     assert (hps["model_parallel_degree"], hps["microbatches"]) == ("1", "0")  # no pipeline by default
-    hps = training(settings, model_parallel_degree=2, microbatches=2)["HyperParameters"]
+    # Micro-batch 4: a pipeline runs without XLA, and 8 would not fit the A10G (its logits alone 15.6 GiB).
+    hps = training(settings, model_parallel_degree=2, microbatches=2, micro_batch_size=4)["HyperParameters"]
     assert (hps["model_parallel_degree"], hps["microbatches"]) == ("2", "2")
     assert hps["engine"] == '"multi_worker"'  # one process per host drives its pipelines
 
