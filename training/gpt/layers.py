@@ -121,13 +121,13 @@ def _softmax(scores: tf.Tensor) -> tf.Tensor:
     follows, so nothing float32 and score-sized is written (``tf.nn.softmax`` lowers to a float32 exponential
     kept for the sum and the division); without XLA it is five passes where the kernel is one.
     """
-    if not _in_xla():
+    if not in_xla():
         return tf.nn.softmax(scores, axis=-1)
     top = tf.reduce_max(scores, -1, keepdims=True)
     return tf.exp(scores - top - tf.math.log(tf.reduce_sum(tf.exp(scores - top), -1, keepdims=True)))
 
 
-def _in_xla() -> bool:
+def in_xla() -> bool:
     """Whether the graph being traced is compiled by XLA (``jit_compile``). ``GraphOrParentsInXlaContext`` is
     TensorFlow's own test for it (its while_v2 and gradients use it; not a public API)."""
     return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
@@ -158,7 +158,7 @@ def recompute_grad(f):
 
         return y, grad
 
-    return recomputed if _in_xla() else tf.recompute_grad(f)
+    return recomputed if in_xla() else tf.recompute_grad(f)
 
 
 def causal_attention(

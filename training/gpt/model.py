@@ -14,7 +14,7 @@ import tensorflow as tf
 from contract.hparams import recompute_mode
 from contract.presets import get_preset
 
-from gpt.layers import DecoderBlock, LayerNorm
+from gpt.layers import DecoderBlock, LayerNorm, in_xla
 from gpt.loss import sparse_cross_entropy
 
 CACHE_BUCKET = 64  # cached positions read per step: a multiple of this
@@ -178,12 +178,16 @@ class GPT(keras.Model):
         """Final LayerNorm and the tied output projection: [B, T, d] -> [B, T, vocab] float32.
 
         One [B*T, d] x [d, padded vocab] matmul: a batched matmul against the shared embedding would make its
-        gradient a per-sequence [B, vocab, d] product summed over B. The padded rows' logits are cut off.
+        gradient a per-sequence [B, vocab, d] product summed over B, against the padded rows under XLA (their
+        logits cut off), the real ones without.
         """
         batch, length = tf.shape(x)[0], tf.shape(x)[1]
         x = tf.reshape(self.ln_f(x), [-1, self.d_model])
-        logits = _tied_projection(x, tf.cast(self.token_embedding.embeddings, x.dtype))
-        if self.vocab_size != logits.shape[-1]:
+        embeddings = self.token_embedding.embeddings
+        if not in_xla():  # uncompiled, cutting the logits copies them ([B*T, vocab]); cutting the rows, [vocab, d]
+            embeddings = embeddings[: self.vocab_size]
+        logits = _tied_projection(x, tf.cast(embeddings, x.dtype))
+        if self.vocab_size != logits.shape[-1]:  # under XLA the cut fuses into the loss
             logits = logits[:, : self.vocab_size]
         return tf.reshape(tf.cast(logits, tf.float32), [batch, length, self.vocab_size])
 
