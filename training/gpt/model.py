@@ -184,8 +184,8 @@ class GPT(keras.Model):
         batch, length = tf.shape(x)[0], tf.shape(x)[1]
         x = tf.reshape(self.ln_f(x), [-1, self.d_model])
         embeddings = self.token_embedding.embeddings
-        if not in_xla():  # uncompiled, cutting the logits copies them ([B*T, vocab]); cutting the rows, [vocab, d]
-            embeddings = embeddings[: self.vocab_size]
+        if embeddings.shape[0] != self.vocab_size and not in_xla():
+            embeddings = embeddings[: self.vocab_size]  # uncompiled, cutting the logits would copy [B*T, vocab]
         logits = _tied_projection(x, tf.cast(embeddings, x.dtype))
         if self.vocab_size != logits.shape[-1]:  # under XLA the cut fuses into the loss
             logits = logits[:, : self.vocab_size]
