@@ -137,6 +137,7 @@ class ShardInfo:
     tokens: int
     sha256: str
     padding_tokens: int = 0
+    source: str = ""  # the mix's source the shard's text came from ("" for a corpus of one source)
 
 
 @dataclasses.dataclass
