@@ -73,23 +73,9 @@ class Workflow(Construct):
         super().__init__(scope, id)
         self._prefix = job_prefix
         self._datasync_task_arn = datasync_task.attr_task_arn
-        notify_failure = messages.notify_failure(self, topic)
-        plan = self._plan(plan_function, notify_failure)
-        tokenizer = self._sagemaker_job("TrainTokenizer", "createProcessingJob", "tokenizer")
-        shards = self._sagemaker_job("WriteShards", "createProcessingJob", "shards")
-        train = self._sagemaker_job(
-            "Train",
-            "createTrainingJob",
-            "training",
-            result_selector={"Defaults": TRAINING_RESULT_DEFAULTS, "Job.$": "$"},
-        )
-        for state in (plan, tokenizer, shards, train):
-            state.add_catch(notify_failure, result_path="$.error")
-        training_result = self._training_result()
-        notify_success = messages.notify_success(self, topic, debugger, notify_failure)
-        deploy = self._deploy(notify_success, notify_failure)
-        preprocess = self._route(tokenizer, shards, train.next(training_result), deploy, notify_success, notify_failure)
-        self.state_machine = self._state_machine(plan.next(preprocess), log_group, log_level, include_execution_data)
+        self._notify_failure = messages.notify_failure(self, topic)
+        definition = self._definition(plan_function, topic, debugger)
+        self.state_machine = self._state_machine(definition, log_group, log_level, include_execution_data)
         grant_sagemaker_jobs(
             self.state_machine.role,
             job_prefix=job_prefix,
@@ -99,7 +85,256 @@ class Workflow(Construct):
             plan_function=plan_function,
         )
 
-    # ---- The machine and its path --------------------------------------------------------------------
+    # ---- The path, in the order it runs ---------------------------------------------------------------
+
+    def _definition(self, plan_function: lambda_.IFunction, topic: sns.ITopic, debugger: bool) -> sfn.IChainable:
+        """Plan -> Preprocess? -> Stage to EFS? -> Train -> Deploy? -> NotifySuccess. Each question's yes runs its
+        steps, its no skips them; a failure anywhere goes to NotifyFailure."""
+        # The state each step starts with, then the path between them. CDK lists the definition's States in the
+        # order it walks the graph from Plan, a state's incoming edges first in the order they were added: moving
+        # these lines reorders the template's DefinitionString (the same machine, yet an updated resource).
+        plan = self._plan(plan_function)
+        preprocess = sfn.Choice(self, "Preprocess?")
+        stage = sfn.Choice(self, "Stage to EFS?")
+        train = self._sagemaker_job(
+            "Train",
+            "createTrainingJob",
+            "training",
+            result_selector={"Defaults": TRAINING_RESULT_DEFAULTS, "Job.$": "$"},
+        )
+        deploy = sfn.Choice(self, "Deploy?")
+        notify_success = messages.notify_success(self, topic, debugger, self._notify_failure)
+
+        plan.next(preprocess)
+        preprocess.when(_is_true("$.plan.preprocess.run"), self._preprocessing(then=stage)).otherwise(stage)
+        stage.when(_is_true("$.plan.stage_to_efs"), self._staging(then=train)).otherwise(train)
+        train.next(self._training_result()).next(deploy)
+        deploy.when(_is_true("$.plan.deploy"), self._deployment(then=notify_success)).otherwise(notify_success)
+        return plan
+
+    def _plan(self, function: lambda_.IFunction) -> tasks.LambdaInvoke:
+        """The Plan step: the execution input and name in, ``$.plan`` out; a bad input's message to the e-mail."""
+        plan = tasks.LambdaInvoke(
+            self,
+            "Plan",
+            lambda_function=function,
+            payload_response_only=True,
+            result_path="$.plan",
+            payload=sfn.TaskInput.from_object(
+                {"input": sfn.JsonPath.object_at("$"), "execution_name": sfn.JsonPath.execution_name}
+            ),
+            retry_on_service_exceptions=True,
+        )
+        # Throttled beyond its reserved concurrency (security.plan_reserved_concurrency): wait and try again.
+        plan.add_retry(errors=["Lambda.TooManyRequestsException"], interval=cdk.Duration.seconds(2), max_attempts=6)
+        # A bad input (InputError) fails with the Lambda runtime's JSON as the cause: its errorMessage, errorType
+        # and stackTrace. The e-mail gets the message alone; any other failure keeps its trace (a bug's).
+        read = sfn.Pass(
+            self,
+            "ReadPlanError",
+            parameters={"Error.$": "$.error.Error", "Detail.$": "States.StringToJson($.error.Cause)"},
+            result_path="$.error",
+        )
+        message = sfn.Pass(
+            self,
+            "PlanErrorMessage",
+            parameters={"Error.$": "$.error.Error", "Cause.$": "$.error.Detail.errorMessage"},
+            result_path="$.error",
+        )
+        plan.add_catch(read.next(message).next(self._notify_failure), errors=["InputError"], result_path="$.error")
+        plan.add_catch(self._notify_failure, result_path="$.error")
+        return plan
+
+    def _preprocessing(self, then: sfn.IChainable) -> sfn.IChainable:
+        """Train tokenizer? -> TrainTokenizer -> WriteShards -> ``then``; a given tokenizer goes to WriteShards."""
+        tokenizer = self._sagemaker_job("TrainTokenizer", "createProcessingJob", "tokenizer")
+        shards = self._sagemaker_job("WriteShards", "createProcessingJob", "shards")
+        tokenizer.next(shards).next(then)
+        return (
+            sfn.Choice(self, "Train tokenizer?")
+            .when(_is_true("$.plan.preprocess.train_tokenizer"), tokenizer)
+            .otherwise(shards)
+        )
+
+    def _staging(self, then: sfn.IChainable) -> sfn.IChainable:
+        """DataSync has no .sync integration: start the task, then poll every 30 s until it ends; then ``then``."""
+        start = self._sdk_call(
+            "StartDataSync",
+            "datasync",
+            "startTaskExecution",
+            parameters={
+                "TaskArn": self._datasync_task_arn,
+                "Includes": [
+                    {"FilterType": "SIMPLE_PATTERN", "Value": sfn.JsonPath.string_at("$.plan.datasync_include")}
+                ],
+            },
+            iam_resources=[self._datasync_task_arn],
+            result_path="$.datasync",
+        )
+        poll = self._poll(
+            "DataSync",
+            "DataSync done?",
+            describe=("DescribeDataSync", "datasync", "describeTaskExecution"),
+            parameters={"TaskExecutionArn": sfn.JsonPath.string_at("$.datasync.TaskExecutionArn")},
+            iam_resources=[f"{self._datasync_task_arn}/execution/*"],
+            description="$.datasync_status",  # Status and Result are optional members
+            seconds=30,
+            status="Status",
+            done=("SUCCESS", then),
+            failed=("ERROR", "DataSync.Failed"),
+        )
+        # TaskExecutionArn is optional in the API model: without it there is nothing to poll, which is a failure.
+        no_execution = sfn.Pass(
+            self,
+            "DataSyncNotStarted",
+            result_path="$.error",
+            parameters={
+                "Error": "DataSync.NotStarted",
+                "Cause": sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.datasync")),
+            },
+        )
+        return start.next(
+            sfn.Choice(self, "DataSync started?")
+            .when(sfn.Condition.is_present("$.datasync.TaskExecutionArn"), poll)
+            .otherwise(no_execution.next(self._notify_failure))
+        )
+
+    def _training_result(self) -> sfn.Pass:
+        # The job's description with a default for each optional member it lacks, as $.training.Job.
+        return sfn.Pass(
+            self,
+            "TrainingResult",
+            parameters={"Job.$": "States.JsonMerge($.training.Defaults, $.training.Job, false)"},
+            result_path="$.training",
+        )
+
+    def _deployment(self, then: sfn.IChainable) -> sfn.IChainable:
+        """Model, endpoint configuration, endpoint; then poll until the endpoint is in service; then ``then``."""
+        model = self._sagemaker_job("CreateModel", "createModel", "model", sync=False, result_path="$.deployment.model")
+        config = self._sagemaker_job(
+            "CreateEndpointConfig",
+            "createEndpointConfig",
+            "endpoint_config",
+            sync=False,
+            result_path="$.deployment.endpoint_config",
+        )
+        endpoint = self._sagemaker_job(
+            "CreateEndpoint",
+            "createEndpoint",
+            "endpoint",
+            sync=False,
+            result_path="$.deployment.endpoint",
+        )
+        poll = self._poll(
+            "Endpoint",
+            "Endpoint in service?",
+            describe=("DescribeEndpoint", "sagemaker", "describeEndpoint"),
+            parameters={"EndpointName": sfn.JsonPath.string_at("$.plan.names.endpoint")},
+            iam_resources=[sagemaker_arn(self._prefix, "endpoint")],
+            description="$.deployment.status",  # FailureReason is an optional member
+            seconds=60,
+            status="EndpointStatus",
+            done=("InService", then),
+            failed=("Failed", "Endpoint.Failed"),
+        )
+        return model.next(config).next(endpoint).next(poll)
+
+    # ---- The kinds of state ----------------------------------------------------------------------------
+
+    def _sagemaker_job(
+        self,
+        id: str,
+        action: str,
+        request: str,
+        *,
+        sync: bool = True,
+        result_selector: dict | None = None,
+        result_path: str | None = None,
+    ) -> sfn.CustomState:
+        """A Task state that sends ``$.plan.requests.<request>`` to SageMaker ``action``; its failure is notified."""
+        state: dict = {
+            "Type": "Task",
+            "Resource": f"arn:{cdk.Aws.PARTITION}:states:::sagemaker:{action}{'.sync' if sync else ''}",
+            # The request whole, as its parameters: a field the Plan step leaves out (a volume key where the
+            # instance type refuses one) stays out, where a Parameters path to it would raise States.Runtime.
+            "InputPath": f"$.plan.requests.{request}",
+            "ResultPath": result_path or f"$.{request}",
+            "Retry": [
+                {
+                    "ErrorEquals": _transient("sagemaker", action, optimized_error),
+                    "IntervalSeconds": 10,
+                    "MaxAttempts": 5,
+                    "BackoffRate": 2,
+                }
+            ],
+        }
+        if sync:  # a job's state waits as long as the job may run, then times out
+            state["TimeoutSeconds"] = requests.TASK_TIMEOUT_SECONDS[request]
+        if result_selector:
+            state["ResultSelector"] = result_selector
+        job = sfn.CustomState(self, id, state_json=state)
+        job.add_catch(self._notify_failure, result_path="$.error")
+        return job
+
+    def _sdk_call(
+        self, id: str, service: str, action: str, *, parameters: dict, iam_resources: list[str], result_path: str
+    ) -> tasks.CallAwsService:
+        """A call of ``service``'s ``action`` (camel case, as in the ARN): throttling, timeouts and service errors
+        tried five times (MaxAttempts) backing off from 5 s, any other failure notified."""
+        call = tasks.CallAwsService(
+            self,
+            id,
+            service=service,
+            action=action,
+            iam_action=f"{service}:{operation_name(action)}",
+            parameters=parameters,
+            iam_resources=iam_resources,
+            result_path=result_path,
+        )
+        errors = ["States.Timeout", *_transient(service, action, sdk_error)]
+        call.add_retry(errors=errors, interval=cdk.Duration.seconds(5), max_attempts=5, backoff_rate=2)
+        call.add_catch(self._notify_failure, result_path="$.error")
+        return call
+
+    def _poll(
+        self,
+        name: str,
+        question: str,
+        *,
+        describe: tuple[str, str, str],
+        parameters: dict,
+        iam_resources: list[str],
+        description: str,
+        seconds: int,
+        status: str,
+        done: tuple[str, sfn.IChainable],
+        failed: tuple[str, str],
+    ) -> sfn.IChainable:
+        """Wait, describe, and go on when the description's ``status`` reads done; fail when it reads failed, with
+        the whole description as the cause (it is always there); else (or when the description lacks it) wait again.
+
+        Args:
+            describe: (state id, service, action) of the describing call, which ``_sdk_call`` retries.
+            description: where the description goes in the state's input.
+            done: (status value, next state).
+            failed: (status value, error name) for the failure notification.
+        """
+        wait = sfn.Wait(self, f"WaitFor{name}", time=sfn.WaitTime.duration(cdk.Duration.seconds(seconds)))
+        state_id, service, action = describe
+        call = self._sdk_call(
+            state_id, service, action, parameters=parameters, iam_resources=iam_resources, result_path=description
+        )
+        status, (failed_status, error) = f"{description}.{status}", failed
+        cause = sfn.JsonPath.json_to_string(sfn.JsonPath.object_at(description))
+        failure = sfn.Pass(self, f"{name}Failed", result_path="$.error", parameters={"Error": error, "Cause": cause})
+        return wait.next(call).next(
+            sfn.Choice(self, question)
+            .when(_reads(status, done[0]), done[1])
+            .when(_reads(status, failed_status), failure.next(self._notify_failure))
+            .otherwise(wait)
+        )
+
+    # ---- The machine -------------------------------------------------------------------------------------
 
     def _state_machine(
         self, definition: sfn.IChainable, log_group: logs.ILogGroup, log_level: str, include_execution_data: bool
@@ -139,246 +374,10 @@ class Workflow(Construct):
             )
         return machine
 
-    def _route(
-        self,
-        tokenizer: sfn.IChainable,
-        shards: sfn.CustomState,
-        trained: sfn.Chain,
-        deploy: sfn.IChainable,
-        notify_success: sfn.IChainable,
-        notify_failure: sfn.IChainable,
-    ) -> sfn.IChainable:
-        """The choices after Plan: preprocess (tokenizer too?), stage to EFS, train, deploy or just notify."""
-        after_staging = trained.next(
-            sfn.Choice(self, "Deploy?")
-            .when(sfn.Condition.boolean_equals("$.plan.deploy", True), deploy)
-            .otherwise(notify_success)
-        )
-        train = trained.start_state
-        stage = (
-            sfn.Choice(self, "Stage to EFS?")
-            .when(sfn.Condition.boolean_equals("$.plan.stage_to_efs", True), self._stage_to_efs(train, notify_failure))
-            .otherwise(after_staging)
-        )
-        preprocess = (
-            sfn.Choice(self, "Preprocess?")
-            .when(
-                sfn.Condition.boolean_equals("$.plan.preprocess.run", True),
-                sfn.Choice(self, "Train tokenizer?")
-                .when(sfn.Condition.boolean_equals("$.plan.preprocess.train_tokenizer", True), tokenizer.next(shards))
-                .otherwise(shards),
-            )
-            .otherwise(stage)
-        )
-        shards.next(stage)
-        return preprocess
 
-    # ---- States ----------------------------------------------------------------------------------
-
-    def _plan(self, function: lambda_.IFunction, notify_failure: sfn.IChainable) -> tasks.LambdaInvoke:
-        """The Plan step: the execution input and name in, ``$.plan`` out; a bad input's message to the e-mail."""
-        plan = tasks.LambdaInvoke(
-            self,
-            "Plan",
-            lambda_function=function,
-            payload_response_only=True,
-            result_path="$.plan",
-            payload=sfn.TaskInput.from_object(
-                {"input": sfn.JsonPath.object_at("$"), "execution_name": sfn.JsonPath.execution_name}
-            ),
-            retry_on_service_exceptions=True,
-        )
-        # Throttled beyond its reserved concurrency (security.plan_reserved_concurrency): wait and try again.
-        plan.add_retry(errors=["Lambda.TooManyRequestsException"], interval=cdk.Duration.seconds(2), max_attempts=6)
-        # A bad input (InputError) fails with the Lambda runtime's JSON as the cause: its errorMessage, errorType
-        # and stackTrace. The e-mail gets the message alone; any other failure keeps its trace (a bug's).
-        read = sfn.Pass(
-            self,
-            "ReadPlanError",
-            parameters={"Error.$": "$.error.Error", "Detail.$": "States.StringToJson($.error.Cause)"},
-            result_path="$.error",
-        )
-        message = sfn.Pass(
-            self,
-            "PlanErrorMessage",
-            parameters={"Error.$": "$.error.Error", "Cause.$": "$.error.Detail.errorMessage"},
-            result_path="$.error",
-        )
-        plan.add_catch(read.next(message).next(notify_failure), errors=["InputError"], result_path="$.error")
-        return plan
-
-    def _training_result(self) -> sfn.Pass:
-        # The job's description with a default for each optional member it lacks, as $.training.Job.
-        return sfn.Pass(
-            self,
-            "TrainingResult",
-            parameters={"Job.$": "States.JsonMerge($.training.Defaults, $.training.Job, false)"},
-            result_path="$.training",
-        )
-
-    def _sagemaker_job(
-        self,
-        id: str,
-        action: str,
-        request: str,
-        *,
-        sync: bool = True,
-        result_selector: dict | None = None,
-        result_path: str | None = None,
-    ) -> sfn.CustomState:
-        """A Task state that sends ``$.plan.requests.<request>`` to SageMaker ``action``."""
-        state: dict = {
-            "Type": "Task",
-            "Resource": f"arn:{cdk.Aws.PARTITION}:states:::sagemaker:{action}{'.sync' if sync else ''}",
-            # The request whole, as its parameters: a field the Plan step leaves out (a volume key where the
-            # instance type refuses one) stays out, where a Parameters path to it would raise States.Runtime.
-            "InputPath": f"$.plan.requests.{request}",
-            "ResultPath": result_path or f"$.{request}",
-            "Retry": [
-                {
-                    "ErrorEquals": _transient("sagemaker", action, optimized_error),
-                    "IntervalSeconds": 10,
-                    "MaxAttempts": 5,
-                    "BackoffRate": 2,
-                }
-            ],
-        }
-        if sync:  # a job's state waits as long as the job may run, then times out
-            state["TimeoutSeconds"] = requests.TASK_TIMEOUT_SECONDS[request]
-        if result_selector:
-            state["ResultSelector"] = result_selector
-        return sfn.CustomState(self, id, state_json=state)
-
-    def _stage_to_efs(self, next_state: sfn.IChainable, notify_failure: sfn.IChainable) -> sfn.IChainable:
-        """DataSync has no .sync integration: start the task, then poll every 30 s until it ends."""
-        start = tasks.CallAwsService(
-            self,
-            "StartDataSync",
-            service="datasync",
-            action="startTaskExecution",
-            iam_action="datasync:StartTaskExecution",
-            parameters={
-                "TaskArn": self._datasync_task_arn,
-                "Includes": [
-                    {"FilterType": "SIMPLE_PATTERN", "Value": sfn.JsonPath.string_at("$.plan.datasync_include")}
-                ],
-            },
-            iam_resources=[self._datasync_task_arn],
-            result_path="$.datasync",
-        )
-        _retry_sdk_errors(start, "datasync", "startTaskExecution")
-        start.add_catch(notify_failure, result_path="$.error")
-        describe = tasks.CallAwsService(
-            self,
-            "DescribeDataSync",
-            service="datasync",
-            action="describeTaskExecution",
-            iam_action="datasync:DescribeTaskExecution",
-            parameters={"TaskExecutionArn": sfn.JsonPath.string_at("$.datasync.TaskExecutionArn")},
-            iam_resources=[f"{self._datasync_task_arn}/execution/*"],
-            result_path="$.datasync_status",
-        )
-        _retry_sdk_errors(describe, "datasync", "describeTaskExecution")
-        # Status and Result are optional members: the cause is the whole description, which is always there.
-        cause = sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.datasync_status"))
-        poll = self._poll(
-            "DataSync",
-            "DataSync done?",
-            describe,
-            seconds=30,
-            status="$.datasync_status.Status",
-            done=("SUCCESS", next_state),
-            failed=("ERROR", "DataSync.Failed", cause),
-            notify_failure=notify_failure,
-        )
-        # TaskExecutionArn is optional in the API model: without it there is nothing to poll, which is a failure.
-        no_execution = sfn.Pass(
-            self,
-            "DataSyncNotStarted",
-            result_path="$.error",
-            parameters={
-                "Error": "DataSync.NotStarted",
-                "Cause": sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.datasync")),
-            },
-        )
-        return start.next(
-            sfn.Choice(self, "DataSync started?")
-            .when(sfn.Condition.is_present("$.datasync.TaskExecutionArn"), poll)
-            .otherwise(no_execution.next(notify_failure))
-        )
-
-    def _deploy(self, notify_success: sfn.IChainable, notify_failure: sfn.IChainable) -> sfn.IChainable:
-        """Model, endpoint configuration, endpoint; then poll until the endpoint is in service."""
-        model = self._sagemaker_job("CreateModel", "createModel", "model", sync=False, result_path="$.deployment.model")
-        config = self._sagemaker_job(
-            "CreateEndpointConfig",
-            "createEndpointConfig",
-            "endpoint_config",
-            sync=False,
-            result_path="$.deployment.endpoint_config",
-        )
-        endpoint = self._sagemaker_job(
-            "CreateEndpoint",
-            "createEndpoint",
-            "endpoint",
-            sync=False,
-            result_path="$.deployment.endpoint",
-        )
-        for state in (model, config, endpoint):
-            state.add_catch(notify_failure, result_path="$.error")
-        describe = tasks.CallAwsService(
-            self,
-            "DescribeEndpoint",
-            service="sagemaker",
-            action="describeEndpoint",
-            iam_action="sagemaker:DescribeEndpoint",
-            parameters={"EndpointName": sfn.JsonPath.string_at("$.plan.names.endpoint")},
-            iam_resources=[sagemaker_arn(self._prefix, "endpoint")],
-            result_path="$.deployment.status",
-        )
-        _retry_sdk_errors(describe, "sagemaker", "describeEndpoint")
-        cause = sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.deployment.status"))  # FailureReason is optional
-        poll = self._poll(
-            "Endpoint",
-            "Endpoint in service?",
-            describe,
-            seconds=60,
-            status="$.deployment.status.EndpointStatus",
-            done=("InService", notify_success),
-            failed=("Failed", "Endpoint.Failed", cause),
-            notify_failure=notify_failure,
-        )
-        return model.next(config).next(endpoint).next(poll)
-
-    def _poll(
-        self,
-        name: str,
-        question: str,
-        describe: tasks.CallAwsService,
-        *,
-        seconds: int,
-        status: str,
-        done: tuple[str, sfn.IChainable],
-        failed: tuple[str, str, str],
-        notify_failure: sfn.IChainable,
-    ) -> sfn.IChainable:
-        """Wait, describe, and go on when ``status`` reads done; fail when it reads failed; else (or when the
-        description lacks it) wait again.
-
-        Args:
-            done: (status value, next state).
-            failed: (status value, error name, cause) for the failure notification.
-        """
-        wait = sfn.Wait(self, f"WaitFor{name}", time=sfn.WaitTime.duration(cdk.Duration.seconds(seconds)))
-        describe.add_catch(notify_failure, result_path="$.error")
-        failed_status, error, cause = failed
-        failure = sfn.Pass(self, f"{name}Failed", result_path="$.error", parameters={"Error": error, "Cause": cause})
-        return wait.next(describe).next(
-            sfn.Choice(self, question)
-            .when(_reads(status, done[0]), done[1])
-            .when(_reads(status, failed_status), failure.next(notify_failure))
-            .otherwise(wait)
-        )
+def _is_true(path: str) -> sfn.Condition:
+    """The Plan step's flag at ``path`` is true."""
+    return sfn.Condition.boolean_equals(path, True)
 
 
 def _reads(path: str, value: str) -> sfn.Condition:
@@ -389,9 +388,3 @@ def _reads(path: str, value: str) -> sfn.Condition:
 def _transient(service: str, action: str, name: Callable[[str, str, str], str]) -> list[str]:
     """What Step Functions names the transient errors of ``service``'s ``action`` (camel case, as in the ARN)."""
     return sorted({name(service, operation_name(action), code) for code in TRANSIENT_CODES})
-
-
-def _retry_sdk_errors(state: tasks.CallAwsService, service: str, action: str) -> None:
-    """Throttling, timeouts and service errors of an AWS API call: five retries (MaxAttempts), backing off from 5 s."""
-    errors = ["States.Timeout", *_transient(service, action, sdk_error)]
-    state.add_retry(errors=errors, interval=cdk.Duration.seconds(5), max_attempts=5, backoff_rate=2)
