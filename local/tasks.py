@@ -26,6 +26,7 @@ from local import datasync, hosting
 from local.faults import Faults
 from local.folder_store import FolderStore
 from local.jobs.common import JobFailed
+from local.jobs.console import Echo
 from local.jobs.processing import run_processing_job
 from local.jobs.training import run_training_job
 from local.service_errors import ServiceError, as_task_error
@@ -33,6 +34,7 @@ from local.stack import LocalStack
 
 SAGEMAKER = "arn:aws:states:::sagemaker:"
 SDK = "arn:aws:states:::aws-sdk:"
+SNS_PUBLISH = "arn:aws:states:::sns:publish"
 
 
 @dataclass(frozen=True)
@@ -55,16 +57,87 @@ class RunContext:
         return cls(**{**fields, "faults": tuple(fields.get("faults", ()))})
 
 
-# The operation whose output shape each answer has (a .sync job's answer is its Describe*).
-ANSWER_SHAPES = {
-    f"{SAGEMAKER}createProcessingJob.sync": ("sagemaker", "DescribeProcessingJob"),
-    f"{SAGEMAKER}createTrainingJob.sync": ("sagemaker", "DescribeTrainingJob"),
-    f"{SAGEMAKER}createModel": ("sagemaker", "CreateModel"),
-    f"{SAGEMAKER}createEndpointConfig": ("sagemaker", "CreateEndpointConfig"),
-    f"{SAGEMAKER}createEndpoint": ("sagemaker", "CreateEndpoint"),
-    f"{SDK}sagemaker:describeEndpoint": ("sagemaker", "DescribeEndpoint"),
-    f"{SDK}datasync:startTaskExecution": ("datasync", "StartTaskExecution"),
-    f"{SDK}datasync:describeTaskExecution": ("datasync", "DescribeTaskExecution"),
+@dataclass(frozen=True)
+class Call:
+    """What a handler is given: the Task state's parameters and this execution's places."""
+
+    parameters: Any
+    context: RunContext
+    stack: LocalStack
+    store: FolderStore
+
+    @property
+    def execution(self) -> Path:
+        return Path(self.context.execution_dir)
+
+    @property
+    def efs(self) -> Path:
+        return Path(self.context.efs)
+
+    @property
+    def echo(self) -> Echo:
+        return "all" if self.context.verbose else "progress"
+
+
+@dataclass(frozen=True)
+class Task:
+    """How the local run answers one Task resource.
+
+    Args:
+        service: the botocore service of ``operation``.
+        operation: the operation whose output shape the answer has (a .sync job's answer is its Describe*).
+        run: the handler.
+        trimmed: under ``only_required_members``, the answer loses the members its shape does not require (not a
+            publish's answer: the notifications discard it).
+    """
+
+    service: str
+    operation: str
+    run: Callable[[Call], Any]
+    trimmed: bool = True
+
+
+# Every Task resource of the definition but the Plan function, which ``handle`` calls by its name.
+TASKS = {
+    f"{SAGEMAKER}createProcessingJob.sync": Task(
+        "sagemaker",
+        "DescribeProcessingJob",
+        lambda call: run_processing_job(call.parameters, call.store, call.execution / "jobs", call.echo),
+    ),
+    f"{SAGEMAKER}createTrainingJob.sync": Task(
+        "sagemaker",
+        "DescribeTrainingJob",
+        lambda call: run_training_job(
+            call.parameters, call.store, call.execution / "jobs", call.efs, call.echo, call.context.interrupt_at_step
+        ),
+    ),
+    f"{SAGEMAKER}createModel": Task(
+        "sagemaker",
+        "CreateModel",
+        lambda call: hosting.create_model(call.parameters, call.store, call.execution / "hosting"),
+    ),
+    f"{SAGEMAKER}createEndpointConfig": Task(
+        "sagemaker",
+        "CreateEndpointConfig",
+        lambda call: hosting.create_endpoint_config(call.parameters, call.execution / "hosting"),
+    ),
+    f"{SAGEMAKER}createEndpoint": Task(
+        "sagemaker", "CreateEndpoint", lambda call: hosting.create_endpoint(call.parameters, call.execution / "hosting")
+    ),
+    f"{SDK}sagemaker:describeEndpoint": Task(
+        "sagemaker",
+        "DescribeEndpoint",
+        lambda call: hosting.describe_endpoint(call.parameters, call.execution / "hosting"),
+    ),
+    f"{SDK}datasync:startTaskExecution": Task(
+        "datasync",
+        "StartTaskExecution",
+        lambda call: datasync.start_task_execution(call.stack, call.store, call.efs, call.parameters),
+    ),
+    f"{SDK}datasync:describeTaskExecution": Task(
+        "datasync", "DescribeTaskExecution", lambda call: datasync.describe_task_execution(call.efs, call.parameters)
+    ),
+    SNS_PUBLISH: Task("sns", "Publish", lambda call: publish(call.parameters, call.execution), trimmed=False),
 }
 # Optional in the model, but what a poll needs: without the execution's ARN the workflow fails (notified), without
 # a status it waits for ever; kept, so that such a run shows every other member's absence end to end.
@@ -73,10 +146,10 @@ POLLED = {"TaskExecutionArn", "Status", "EndpointStatus"}
 
 def required_members_only(resource: str, answer: Any) -> Any:
     """The answer without the top-level members its botocore output shape does not require."""
-    if resource not in ANSWER_SHAPES or not isinstance(answer, dict):
+    task = TASKS.get(resource)
+    if task is None or not task.trimmed or not isinstance(answer, dict):
         return answer
-    service, operation = ANSWER_SHAPES[resource]
-    shape = botocore.session.get_session().get_service_model(service).operation_model(operation).output_shape
+    shape = botocore.session.get_session().get_service_model(task.service).operation_model(task.operation).output_shape
     keep = set(shape.required_members) | POLLED
     return {name: value for name, value in answer.items() if name in keep}
 
@@ -84,27 +157,11 @@ def required_members_only(resource: str, answer: Any) -> Any:
 def handle(context: RunContext, resource: str, parameters: Any) -> Any:
     stack = LocalStack.load(Path(context.cdk_out), context.stack_name)
     store = FolderStore(context.store)
-    execution = Path(context.execution_dir)
-    efs = Path(context.efs)
-    jobs, echo = execution / "jobs", "all" if context.verbose else "progress"
     if resource == stack.plan_function_name():
         return plan_execution(parameters["input"], parameters["execution_name"], stack.settings(), store)
-    handlers = {
-        f"{SAGEMAKER}createProcessingJob.sync": lambda: run_processing_job(parameters, store, jobs, echo),
-        f"{SAGEMAKER}createTrainingJob.sync": lambda: run_training_job(
-            parameters, store, jobs, efs, echo, context.interrupt_at_step
-        ),
-        f"{SAGEMAKER}createModel": lambda: hosting.create_model(parameters, store, execution / "hosting"),
-        f"{SAGEMAKER}createEndpointConfig": lambda: hosting.create_endpoint_config(parameters, execution / "hosting"),
-        f"{SAGEMAKER}createEndpoint": lambda: hosting.create_endpoint(parameters, execution / "hosting"),
-        f"{SDK}sagemaker:describeEndpoint": lambda: hosting.describe_endpoint(parameters, execution / "hosting"),
-        f"{SDK}datasync:startTaskExecution": lambda: datasync.start_task_execution(stack, store, efs, parameters),
-        f"{SDK}datasync:describeTaskExecution": lambda: datasync.describe_task_execution(efs, parameters),
-        "arn:aws:states:::sns:publish": lambda: publish(parameters, execution),
-    }
-    if resource not in handlers:
+    if resource not in TASKS:
         raise NotImplementedError(f"no local handler for {resource}")
-    return handlers[resource]()
+    return TASKS[resource].run(Call(parameters, context, stack, store))
 
 
 def publish(parameters: dict, execution: Path) -> dict:

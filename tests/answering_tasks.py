@@ -26,28 +26,29 @@ PLAN = {
     "hf_checkpoint": "hf/ in s3://models/faults/model.tar.gz",
     "summary": {"modelled": "1.0 s per step (modelled)", "files_unsupported": "none"},
 }
+# What each operation answers (its output shape; see local.tasks.TASKS for the resource that calls it).
 ANSWERS = {
-    "sagemaker:createProcessingJob.sync": {"ProcessingJobStatus": "Completed"},
-    "sagemaker:createTrainingJob.sync": {
+    "DescribeProcessingJob": {"ProcessingJobStatus": "Completed"},
+    "DescribeTrainingJob": {
         "TrainingJobStatus": "Completed",
         "ModelArtifacts": {"S3ModelArtifacts": "s3://models/faults/model.tar.gz"},
     },
-    "sagemaker:createModel": {"ModelArn": "arn:aws:sagemaker:local:000000000000:model/m"},
-    "sagemaker:createEndpointConfig": {"EndpointConfigArn": "arn:aws:sagemaker:local:000000000000:endpoint-config/c"},
-    "sagemaker:createEndpoint": {"EndpointArn": f"arn:aws:sagemaker:local:000000000000:endpoint/{ENDPOINT}"},
-    "aws-sdk:sagemaker:describeEndpoint": {"EndpointName": ENDPOINT, "EndpointStatus": "InService"},
-    "aws-sdk:datasync:startTaskExecution": {"TaskExecutionArn": "arn:aws:datasync:local:0:task/t/execution/e"},
-    "aws-sdk:datasync:describeTaskExecution": {"Status": "SUCCESS"},
-    "sns:publish": {"MessageId": "local"},
+    "CreateModel": {"ModelArn": "arn:aws:sagemaker:local:000000000000:model/m"},
+    "CreateEndpointConfig": {"EndpointConfigArn": "arn:aws:sagemaker:local:000000000000:endpoint-config/c"},
+    "CreateEndpoint": {"EndpointArn": f"arn:aws:sagemaker:local:000000000000:endpoint/{ENDPOINT}"},
+    "DescribeEndpoint": {"EndpointName": ENDPOINT, "EndpointStatus": "InService"},
+    "StartTaskExecution": {"TaskExecutionArn": "arn:aws:datasync:local:0:task/t/execution/e"},
+    "DescribeTaskExecution": {"Status": "SUCCESS"},
+    "Publish": {"MessageId": "local"},
 }
 
 
 def answer(context: tasks.RunContext, resource: str, parameters: Any) -> Any:
     if not resource.startswith("arn:aws:states:::"):  # the Plan function
         return PLAN
-    if resource == "arn:aws:states:::sns:publish":
+    if resource == tasks.SNS_PUBLISH:
         tasks.publish(parameters, Path(context.execution_dir))
-    return ANSWERS[resource.removeprefix("arn:aws:states:::")]
+    return ANSWERS[tasks.TASKS[resource].operation]
 
 
 if __name__ == "__main__":

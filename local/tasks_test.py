@@ -1,0 +1,26 @@
+"""The table of Task resources: each answer's shape is one botocore knows, and trimming keeps what the states read."""
+
+from __future__ import annotations
+
+import botocore.session
+import pytest
+
+from local.tasks import SDK, SNS_PUBLISH, TASKS, required_members_only
+
+
+@pytest.mark.parametrize("resource", sorted(TASKS))
+def test_each_task_names_an_operation_with_an_output_shape(resource: str):
+    task = TASKS[resource]
+    model = botocore.session.get_session().get_service_model(task.service)
+    assert model.operation_model(task.operation).output_shape is not None
+
+
+def test_required_members_only_drops_optional_members_and_keeps_what_a_poll_reads():
+    answer = {"TaskExecutionArn": "arn:e", "Status": "SUCCESS", "Result": {"TransferStatus": "SUCCESS"}}
+    trimmed = required_members_only(f"{SDK}datasync:describeTaskExecution", answer)
+    assert trimmed == {"TaskExecutionArn": "arn:e", "Status": "SUCCESS"}
+
+
+def test_required_members_only_leaves_a_publish_and_an_unknown_resource_whole():
+    assert required_members_only(SNS_PUBLISH, {"MessageId": "m"}) == {"MessageId": "m"}
+    assert required_members_only("arn:aws:lambda:us-east-1:0:function:plan", {"a": 1}) == {"a": 1}
