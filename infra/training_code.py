@@ -11,6 +11,7 @@ modules that import nothing but the standard library (and each other not at all)
     balance.py        the split of a model's blocks into pipeline stages
     network.py        NCCL's environment for EFA, and the rule on which network NCCL took
     formats.py        the corpus file formats preprocessing reads (the Plan step lists a corpus with it)
+    sizes.py          sizes in bytes as preprocess.py reads them (the Plan step checks them before the job)
 
 infra loads each by path under a private name (``training_code.hparams`` ...), so nothing of training/
 lands on ``sys.path`` and synthesis never imports TensorFlow. The Plan function's bundle carries these
@@ -26,7 +27,7 @@ from pathlib import Path
 from types import ModuleType
 
 TRAINING_ROOT = Path(__file__).resolve().parent.parent / "training"
-SHARED_NAMES = ("hparams", "batch", "recipe", "presets", "health", "balance", "network", "formats")
+SHARED_NAMES = ("hparams", "batch", "recipe", "presets", "health", "balance", "network", "formats", "sizes")
 SHARED_MODULES = {name: f"contract/{name}.py" for name in SHARED_NAMES}
 SHARED_FILES = (*SHARED_MODULES.values(), "contract/presets.json")
 

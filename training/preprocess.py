@@ -19,21 +19,13 @@ import time
 from pathlib import Path
 
 from contract.formats import DEFAULT_TEXT_FIELD, SUFFIXES
+from contract.sizes import parse_size
 from pile.inputs import InputError
 from pile.shards_job import ShardsConfig, run_shards
 from pile.tokenizer_job import run_tokenizer
 
 RESOURCE_CONFIG = Path("/opt/ml/config/resourceconfig.json")
 log = logging.getLogger("preprocess")
-
-
-def parse_size(text: str) -> int:
-    """Bytes from ``1073741824``, ``512M``, ``1G``, ``1GiB`` (binary multiples)."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*", text)
-    if not match:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (examples: 1073741824, 512M, 1G)")
-    number, unit = match.groups()
-    return int(float(number) * 1024 ** " KMGT".index(unit.upper() or " "))
 
 
 def current_host(resource_config: Path = RESOURCE_CONFIG) -> str:

@@ -1,6 +1,5 @@
 """The CLI run as the Processing container runs it: ``python preprocess.py MODE --arg value ...``."""
 
-import argparse
 import json
 import os
 import signal
@@ -13,7 +12,7 @@ import pytest
 from data.token_shards import read_manifest, verify_dataset
 from pile.roundtrip import decode_dataset
 from pile.sample_corpus import damage_row_group, pile_line, stdlib_documents, write_jsonl, write_parquet, write_pile
-from preprocess import build_parser, current_host, parse_size
+from preprocess import build_parser, current_host
 
 SCRIPT = Path(__file__).with_name("preprocess.py")
 SMALL = [
@@ -209,10 +208,7 @@ def test_defaults_are_the_processing_paths_and_strings_parse():
     assert repeated.pile_set_names == {"Gutenberg (PG-19)", "ArXiv"}
 
 
-def test_parse_size_and_current_host(tmp_path):
-    assert [parse_size(s) for s in ("1024", "1K", "1.5M", "1GiB", "2gb")] == [1024, 1024, 3 << 19, 1 << 30, 2 << 30]
-    with pytest.raises(argparse.ArgumentTypeError):
-        parse_size("lots")
+def test_current_host_reads_the_resource_config(tmp_path):  # sizes: contract/sizes_test.py
     assert current_host(tmp_path / "missing.json") == "algo-1"
     (tmp_path / "rc.json").write_text('{"current_host": "algo-7"}')
     assert current_host(tmp_path / "rc.json") == "algo-7"

@@ -33,7 +33,7 @@ from infra.training_code import training_module
 CORPUS_SUFFIXES = training_module("formats").SUFFIXES  # what preprocessing reads (training/contract/formats.py)
 FIELD_NAME = r"[^\x00-\x1f\x7f]{1,128}"  # a JSON key or Parquet column: printable, one container argument
 RUN_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}"  # a folder of the checkpoints bucket, never "." or ".."
-SIZE = r"\s*\d+(?:\.\d+)?\s*[kKmMgGtT]?(?:i?[bB])?\s*"  # bytes, binary multiples: 6M, 1.5G, 2GiB
+SIZE = training_module("sizes").SIZE  # bytes, binary multiples: 6M, 1.5G, 2GiB (training/contract/sizes.py)
 # Each Pile subset name goes to the processing jobs as a container argument of its own, PILE_SET_OPTION + name, at
 # most aws_limits().container_argument_chars long; of SageMaker's 100 arguments a job, the jobs' own take 17.
 PILE_SET_OPTION = "--pile_set_names="
