@@ -237,8 +237,8 @@ class TrainingConfig:
     @property
     def data_parallel_replicas(self) -> int:
         """One replica per K pipeline-stage GPUs (or per instance for CPU types): 8 GPUs x 2 instances / K=1 = 16."""
-        gpus = max(INSTANCE_TYPES[self.instance_type].gpus, 1) * self.instance_count
-        return gpus // self.model_parallel_degree
+        devices = INSTANCE_TYPES[self.instance_type].devices
+        return training_module("batch").replicas(devices, self.instance_count, self.model_parallel_degree)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -53,7 +53,7 @@ class EstimateInputs:
     @property
     def data_parallel_degree(self) -> int:
         """Replicas: devices / K. 4 x 8 GPUs with K = 2 -> 16."""
-        return self.instance.devices * self.instance_count // self.model_parallel_degree
+        return _batch().replicas(self.instance.devices, self.instance_count, self.model_parallel_degree)
 
     @property
     def accumulation_steps(self) -> int:

@@ -2,6 +2,7 @@
 
     global batch = micro_batch_size x sequence_length x replicas x accumulation steps     (tokens)
     e.g. 524,288 = 8 x 2,048 x 8 x 4
+    replicas = devices per host x hosts / pipeline stages (K)
 
 A pipeline (``model_parallel_degree`` > 1) runs a replica's accumulation steps in GPipe passes of
 ``microbatches`` micro-batches each, so ``microbatches`` must divide them.
@@ -21,6 +22,12 @@ class BatchError(ValueError):
     def __init__(self, field: str, value: int, expected: str):
         super().__init__(f"{field} {value:,} is not valid; expected {expected}")
         self.field, self.value, self.expected = field, value, expected
+
+
+def replicas(devices_per_host: int, hosts: int, stages: int = 1) -> int:
+    """Data-parallel replicas: one per ``stages`` pipeline-stage devices, e.g. 8 GPUs x 2 hosts / K = 2 -> 8 (a CPU
+    host is one device)."""
+    return devices_per_host * hosts // stages
 
 
 def accumulation_steps(global_batch_tokens: int, micro_batch_size: int, sequence_length: int, replicas: int) -> int:

@@ -8,7 +8,12 @@ from contract.batch import (
     global_batch,
     optimizer_steps,
     pipeline_microbatches,
+    replicas,
 )
+
+
+def test_a_replica_is_one_per_pipeline_of_devices():
+    assert replicas(8, 2) == 16 and replicas(8, 2, stages=2) == 8 and replicas(1, 4) == 4
 
 
 def test_accumulation_reaches_the_global_batch():
