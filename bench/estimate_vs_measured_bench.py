@@ -41,7 +41,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "training")]
 
 from infra.estimate import compute  # noqa: E402  (after the path set-up)
 from infra.estimate.memory import stage_memories  # noqa: E402
-from infra.presets import model_presets  # noqa: E402
+from infra.training_code import model_presets  # noqa: E402
 
 MEMORY_TOLERANCE = 0.10
 # The attention core of training/gpt/layers.py the memory model counts: "lean", the custom-gradient core that keeps

@@ -42,7 +42,7 @@ from infra.estimate.hardware import usable_bytes  # noqa: E402
 from infra.estimate.memory import GIB, device_memory  # noqa: E402
 from infra.estimate.step_time import AFTER, step_time  # noqa: E402
 from infra.instances import INSTANCE_TYPES  # noqa: E402  (after the path set-up)
-from infra.presets import model_presets  # noqa: E402
+from infra.training_code import model_presets  # noqa: E402
 
 DEVICE = INSTANCE_TYPES["ml.p5e.48xlarge"]  # one H200 of it
 MEMORY_TOLERANCE = 0.25

@@ -45,7 +45,7 @@ from run.trainer import Trainer, make_optimizer  # noqa: E402
 
 from infra.estimate.memory import state_bytes_per_parameter  # noqa: E402
 from infra.estimate.stages import stage_layers, stage_parameters  # noqa: E402
-from infra.presets import model_presets  # noqa: E402
+from infra.training_code import model_presets  # noqa: E402
 
 MAX_STAGES = 4
 # The variables of a stage in the estimate: float32 weights, Adam m and v, the persistent gradient buffers (16

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))  # fir
 from conftest import write_dataset  # the training tests' tiny dataset
 from infra.estimate.estimate import estimate
 from infra.instances import INSTANCE_TYPES
-from infra.presets import model_presets
+from infra.training_code import model_presets
 
 REPO = Path(__file__).resolve().parents[1]
 GRACE_SECONDS = 120

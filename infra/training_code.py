@@ -1,10 +1,11 @@
-"""The training package's contract with deploy time (``training/contract/``), loaded from its files.
+"""infra's one door into the training package's contract (``training/contract/``): its modules, loaded from
+their files, and the few views infra takes of them (a preset's shape, a configuration's recipe).
 
 ``training/`` never imports infra and is shipped as is, so the few rules both sides need live there, in
 modules that import nothing but the standard library (and each other not at all):
 
     hparams.py        the hyperparameter schema train.py's parser is built from (names, kinds, ranges)
-    batch.py          the batch arithmetic (accumulation steps, pipeline passes)
+    batch.py          the batch arithmetic (replicas, accumulation steps, pipeline passes)
     recipe.py         the learning-rate recipe and its departures from the preset's
     presets.py        the presets table (presets.json) and the per-block parameter formula
     health.py         the training health rules' thresholds and their defaults
@@ -20,11 +21,14 @@ files in the same layout (``SHARED_FILES``).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.util
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 TRAINING_ROOT = Path(__file__).resolve().parent.parent / "training"
 SHARED_NAMES = ("hparams", "batch", "recipe", "presets", "health", "balance", "network", "formats", "sizes")
@@ -41,3 +45,67 @@ def training_module(name: str) -> ModuleType:
     sys.modules[qualified] = module  # dataclasses look their module up while the class is made
     spec.loader.exec_module(module)
     return module
+
+
+# ---- A preset's shape ----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelShape:
+    """The shape of a GPT decoder; the feed-forward width is 4 x ``d_model``."""
+
+    n_layer: int
+    d_model: int
+    n_head: int
+
+    def parameters(self, vocab_size: int, sequence_length: int) -> int:
+        """Closed-form parameter count with a tied output projection (``contract/presets.py``'s ``parameter_count``).
+
+        E.g. gpt3-125m: 12 x (12·768² + 13·768) + (50,257 + 2,048)·768 + 2·768 = 125.2 M.
+        """
+        return training_module("presets").parameter_count(self, vocab_size=vocab_size, sequence_length=sequence_length)
+
+
+@functools.cache
+def model_presets() -> dict[str, ModelShape]:
+    """Preset name -> shape, from ``training/contract/presets.json``."""
+    rows = training_module("presets").load_presets()
+    return {name: ModelShape(row.n_layer, row.d_model, row.n_head) for name, row in rows.items()}
+
+
+def shape_of(
+    preset: str, n_layer: int | None = None, d_model: int | None = None, n_head: int | None = None
+) -> ModelShape:
+    """A preset's shape with any explicit override applied (``None`` or 0 keeps the preset's value)."""
+    base = model_presets()[preset]
+    return ModelShape(n_layer=n_layer or base.n_layer, d_model=d_model or base.d_model, n_head=n_head or base.n_head)
+
+
+# ---- A configuration's recipe ----------------------------------------------------------------------------
+
+RECIPE_HYPERPARAMETERS = ("learning_rate", "lr_reference_tokens", "warmup_steps", "decay_steps")
+
+
+def recipe_for(preset: str, global_batch_tokens: int, train_tokens: int, hyperparameters: Mapping[str, Any] = {}):
+    """The ``contract/recipe.py`` ``Recipe`` train.py will use for this configuration and the execution's
+    ``hyperparameters`` (train.py's defaults for the rest), for the Plan step's summary and the estimate's table:
+    e.g. gpt3-1.3b at 1,048,576 tokens a step -> 2.0e-4."""
+    hparams = training_module("hparams")
+    given = hparams.check_hyperparameters({k: v for k, v in hyperparameters.items() if k in RECIPE_HYPERPARAMETERS})
+    values = {name: given.get(name, hparams.BY_NAME[name].default) for name in RECIPE_HYPERPARAMETERS}
+    return training_module("recipe").run_recipe(
+        training_module("presets").load_presets()[preset],
+        global_batch_tokens=global_batch_tokens,
+        max_steps=training_module("batch").optimizer_steps(train_tokens, global_batch_tokens),  # as the request
+        **values,
+    )
+
+
+def recipe_summary(recipe) -> dict[str, Any]:
+    """A JSON-ready recipe (the Plan step's ``summary.recipe``)."""
+    return {
+        "peak_lr": recipe.peak_lr,
+        "warmup_steps": recipe.warmup_steps,
+        "decay_steps": recipe.decay_steps,
+        "departures": list(recipe.departures),
+    }

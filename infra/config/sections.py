@@ -9,8 +9,7 @@ import dataclasses
 from typing import Any
 
 from infra.instances import INSTANCE_TYPES
-from infra.presets import ModelShape, shape_of
-from infra.training_code import training_module
+from infra.training_code import ModelShape, shape_of, training_module
 
 # train.py's health rules (training/contract/health.py) and their default thresholds, which the alarms use too.
 HEALTH_DEFAULTS = training_module("health").HealthRules()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import re
 import typing
 from typing import Any
@@ -29,10 +30,33 @@ from infra.config.sections import (
 )
 from infra.estimate import fit_problem, time_problem
 from infra.instances import INSTANCE_TYPES
-from infra.presets import ModelShape, model_presets, suggest_preset
-from infra.training_code import training_module
+from infra.training_code import ModelShape, model_presets, training_module
 
 MAX_TRAIN_TOKENS = 10**15  # 70 times Llama 3's 15 T: bounds the step count and the estimate
+
+
+# GPT-2's sizes (Radford et al. 2019, Table 2, as released: 124 M, 355 M, 774 M, 1.5 B parameters), to point a
+# GPT-2 name at the preset of about its size.
+GPT2_PARAMETERS = {"gpt2": 124e6, "gpt2-small": 124e6, "gpt2-medium": 355e6, "gpt2-large": 774e6, "gpt2-xl": 1.5e9}
+
+
+def suggest_preset(name: str) -> str | None:
+    """The preset a mistyped or foreign name most likely means: by size first, then by spelling.
+
+    ``gpt2-small`` -> ``gpt3-125m`` (124 M parameters, not the 17 M ``small``), ``llama-7b`` -> ``gpt3-6.7b``,
+    ``gpt3-125M`` -> ``gpt3-125m``, ``tiyn`` -> ``tiny``.
+    """
+    key = name.strip().lower()
+    if key in model_presets():
+        return key
+    size = GPT2_PARAMETERS.get(key)
+    if size is None and (match := re.search(r"(\d+(?:\.\d+)?)\s*([mb])\b", key)):
+        size = float(match.group(1)) * (1e6 if match.group(2) == "m" else 1e9)
+    if size:
+        counts = {n: s.parameters(50_257, 2048) for n, s in model_presets().items()}
+        return min(counts, key=lambda n: abs(math.log(counts[n] / size)))
+    close = difflib.get_close_matches(key, list(model_presets()), n=1)
+    return close[0] if close else None
 
 
 def _positive(field: str, value: int) -> None:

@@ -1,7 +1,7 @@
 """Pre-flight estimate: will this model fit, how should it be split, how long will it take and what will it cost.
 
 Example:
-    >>> from infra.presets import model_presets
+    >>> from infra.training_code import model_presets
     >>> p = estimate(model_presets()["gpt3-1.3b"], vocab_size=50_257, sequence_length=2048, micro_batch_size=4,
     ...          precision="fp16", recompute=False, instance_type="ml.p3.16xlarge", instance_count=1,
     ...          global_batch_tokens=1_048_576, train_tokens=300_000_000_000)

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from infra.config import ConfigError, StageConfig, build_stage_config, parse_count
+from infra.config.validation import suggest_preset
 from infra.estimate.estimate import PRECISIONS, estimate_for_config, estimate_inputs
 from infra.estimate.layouts import with_suggestions
 from infra.estimate.memory import OPTIMIZER_BYTES_PER_PARAMETER
@@ -30,7 +31,7 @@ from infra.estimate.report import describe, describe_all
 from infra.estimate.runtime import late_problem, needed_hours
 from infra.estimate.step_time import AFTER, IMPLEMENTATIONS
 from infra.instances import INSTANCE_TYPES
-from infra.presets import model_presets, suggest_preset
+from infra.training_code import model_presets
 
 CDK_JSON = Path(__file__).resolve().parents[2] / "cdk.json"
 # Options that set a training field of the same name (the rest: --vocab-size, --optimizer, --implementation, ...).

@@ -7,7 +7,7 @@ import pytest
 from infra.estimate import checkpoint
 from infra.estimate.estimate import estimate
 from infra.estimate.step_time import AFTER, BEFORE
-from infra.presets import model_presets
+from infra.training_code import model_presets
 
 GIB = 2**30
 

@@ -23,8 +23,7 @@ from __future__ import annotations
 from infra.estimate import hardware
 from infra.estimate.memory import recompute_mode
 from infra.instances import InstanceType
-from infra.presets import ModelShape, block_parameters
-from infra.training_code import training_module
+from infra.training_code import ModelShape, training_module
 
 NETWORK_EFFICIENCY = 0.7  # fraction of the nominal bandwidth a ring all-reduce reaches over EFA or TCP (assumed)
 GRADIENT_BYTES = {"fp32": 4, "bf16": 2}
@@ -42,7 +41,7 @@ def recompute_flops_per_token(shape: ModelShape, sequence_length: int, recompute
         "none": 0,
         "attention": 2 * 4 * d * d * layers + scores,
         "mlp": 2 * 8 * d * d * layers,
-        "full": 2 * block_parameters(d) * layers + scores,
+        "full": 2 * training_module("presets").block_parameters(d) * layers + scores,
     }[recompute_mode(recompute)]
 
 

@@ -7,7 +7,7 @@ from contract.presets import flops_per_token, get_preset  # the training package
 
 from infra.estimate import compute
 from infra.instances import INSTANCE_TYPES
-from infra.presets import model_presets
+from infra.training_code import model_presets
 
 P4D, P5, G5 = (INSTANCE_TYPES[n] for n in ("ml.p4d.24xlarge", "ml.p5.48xlarge", "ml.g5.12xlarge"))
 

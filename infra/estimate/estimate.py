@@ -19,8 +19,7 @@ from infra.estimate.memory import GIB, OPTIMIZER_BYTES_PER_PARAMETER, Memory, de
 from infra.estimate.stages import stage_parameters
 from infra.estimate.step_time import AFTER, Implementation, StepTime, step_time
 from infra.instances import INSTANCE_TYPES, InstanceType
-from infra.presets import ModelShape, shape_of
-from infra.training_code import training_module
+from infra.training_code import ModelShape, shape_of, training_module
 
 PRECISIONS = ("bf16", "fp16", "fp32")
 SECONDS_PER_DAY = 86_400

@@ -13,7 +13,7 @@ from infra.estimate import estimate, estimate_for_config, fit_problem, suggestio
 from infra.estimate.layouts import least_recompute
 from infra.estimate.step_time import AFTER, BEFORE
 from infra.instances import INSTANCE_TYPES, SPOT_DISCOUNT
-from infra.presets import model_presets
+from infra.training_code import model_presets
 
 PRESETS = model_presets()
 

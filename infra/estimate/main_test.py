@@ -9,7 +9,7 @@ import pytest
 
 from infra.estimate.__main__ import main, token_count
 from infra.instances import GPU_TRAINING_TYPES
-from infra.presets import model_presets
+from infra.training_code import model_presets
 
 
 @pytest.mark.parametrize(

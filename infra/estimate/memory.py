@@ -49,8 +49,7 @@ from __future__ import annotations
 import dataclasses
 
 from infra.estimate import stages
-from infra.presets import ModelShape
-from infra.training_code import training_module
+from infra.training_code import ModelShape, training_module
 
 GIB = 2**30
 FRAGMENTATION = 0.05

@@ -24,7 +24,7 @@ from infra.estimate.memory import (
 )
 from infra.estimate.stages import stage_parameters as stage_parameter_counts
 from infra.instances import INSTANCE_TYPES
-from infra.presets import model_presets
+from infra.training_code import model_presets
 
 PRESETS = model_presets()
 

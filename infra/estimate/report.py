@@ -13,8 +13,7 @@ from infra.estimate.layouts import cheapest_fitting, least_recompute, suggestion
 from infra.estimate.memory import GIB, recompute_mode
 from infra.estimate.runtime import START_UP_HOURS, finishes, margin, needed_hours
 from infra.instances import GPU_TRAINING_TYPES, PRICES_AS_OF, PRICES_REGION, SPOT_DISCOUNT, InstanceType
-from infra.presets import ModelShape, model_presets
-from infra.recipe import recipe_for
+from infra.training_code import ModelShape, model_presets, recipe_for
 
 
 def _si(value: float) -> str:

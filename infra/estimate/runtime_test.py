@@ -13,7 +13,7 @@ from infra.estimate import estimate_for_config, time_problem
 from infra.estimate.estimate import estimate
 from infra.estimate.report import describe
 from infra.estimate.runtime import late_problem, needed_hours
-from infra.presets import model_presets
+from infra.training_code import model_presets
 
 
 def dev():

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import functools
 
-from infra.presets import ModelShape, block_parameters
-from infra.training_code import training_module
+from infra.training_code import ModelShape, training_module
 
 
 @functools.cache  # a layout search asks for the same split hundreds of times
 def stage_layers(shape: ModelShape, vocab_size: int, sequence_length: int, stages: int) -> list[int]:
     """Blocks per stage. gpt3-1.3b, V = 50,257, T = 2,048, K = 4 -> [4, 7, 7, 6]."""
-    weights = [block_parameters(shape.d_model)] * shape.n_layer
+    weights = [training_module("presets").block_parameters(shape.d_model)] * shape.n_layer
     weights[0] += (vocab_size + sequence_length) * shape.d_model
     weights[-1] += 2 * shape.d_model
     return [len(run) for run in training_module("balance").balanced_runs(weights, stages)]
@@ -32,7 +31,8 @@ def stage_layers(shape: ModelShape, vocab_size: int, sequence_length: int, stage
 def stage_parameters(shape: ModelShape, vocab_size: int, sequence_length: int, stages: int) -> list[int]:
     """Parameters on each stage's device: its blocks, the embeddings on the first, the final LayerNorm on the last."""
     d = shape.d_model
-    counts = [n * block_parameters(d) for n in stage_layers(shape, vocab_size, sequence_length, stages)]
+    block = training_module("presets").block_parameters(d)
+    counts = [n * block for n in stage_layers(shape, vocab_size, sequence_length, stages)]
     counts[0] += (vocab_size + sequence_length) * d
     counts[-1] += 2 * d
     return counts

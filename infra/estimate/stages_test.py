@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from infra.estimate.stages import stage_layers, stage_parameters
-from infra.presets import model_presets
+from infra.training_code import model_presets
 
 PARTITION = Path(__file__).parents[2] / "training" / "gpt" / "pipeline" / "partition.py"
 

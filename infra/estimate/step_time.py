@@ -40,7 +40,7 @@ import dataclasses
 from infra.estimate import compute, hardware
 from infra.estimate.memory import recompute_mode
 from infra.instances import InstanceType
-from infra.presets import ModelShape
+from infra.training_code import ModelShape
 
 SCORE_BYTES = {"naive": (16, 20), "lean": (2, 4), "flash": (0, 0)}  # per score element per layer: fwd, bwd
 ELEMENTWISE_BYTES = {False: (100, 200), True: (30, 60)}  # per token per layer, x d: forward, backward (xla?)

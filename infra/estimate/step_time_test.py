@@ -10,7 +10,7 @@ from infra.estimate import step_time
 from infra.estimate.estimate import estimate
 from infra.estimate.estimate_test import prod
 from infra.estimate.step_time import AFTER, BEFORE, REFERENCE
-from infra.presets import model_presets
+from infra.training_code import model_presets
 
 PRESETS = model_presets()
 

@@ -26,9 +26,7 @@ from infra.plan_step.sources import (
     dataset_source,
     source_record_uri,
 )
-from infra.presets import ModelShape
-from infra.recipe import recipe_for, recipe_summary
-from infra.training_code import training_module
+from infra.training_code import ModelShape, recipe_for, recipe_summary, training_module
 
 
 class InputError(Exception):

@@ -31,8 +31,6 @@ SHARED_INFRA = (
     "infra/estimate/",
     "infra/images.py",
     "infra/instances.py",
-    "infra/presets.py",
-    "infra/recipe.py",
     "infra/training_code.py",
 )
 # Why the function has no DLQ and no VPC (checkov CKV_AWS_116, CKV_AWS_117; cdk-nag LambdaDLQ, LambdaInsideVPC).

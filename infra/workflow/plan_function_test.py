@@ -10,10 +10,10 @@ def test_bundle_imports_with_the_standard_library_only(tmp_path):
     code = build_plan_code({"job_prefix": "gpt-test"}, tmp_path / "plan")
     probe = (
         "import sys, json; sys.path.insert(0, '.');"
-        "import infra.plan_step.plan as p, infra.presets as presets, infra.aws_limits as limits;"
+        "import infra.plan_step.plan as p, infra.training_code as training_code, infra.aws_limits as limits;"
         "from infra.plan_step.settings import SETTINGS_FILE;"
         "assert 'aws_cdk' not in sys.modules and 'boto3' not in sys.modules;"
-        "print(sorted(presets.model_presets()), limits.aws_limits().processing_instance_count);"
+        "print(sorted(training_code.model_presets()), limits.aws_limits().processing_instance_count);"
         "print(json.load(open(SETTINGS_FILE)));"
         "assert 'botocore' not in sys.modules"
     )
