@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import re
 import signal
 import time
 from dataclasses import replace
@@ -14,7 +13,7 @@ import pytest
 from preprocess import parse_size
 
 from infra.aws_limits import aws_limits
-from infra.plan_step.execution_input import MAX_PILE_SET_NAMES, PILE_SET_OPTION, SIZE
+from infra.plan_step.execution_input import MAX_PILE_SET_NAMES, PILE_SET_OPTION
 from infra.plan_step.plan import InputError, plan_execution
 from local.folder_store import FolderStore
 
@@ -363,14 +362,20 @@ def test_a_run_that_cannot_finish_in_its_max_run_hours_is_refused_naming_both_an
     }
 
 
-def test_tokenizer_sample_bytes_takes_every_size_preprocessing_reads():
-    for text in ("6M", "1G", "1.5G", "2GiB", "500m", "1073741824", "lots", "1.5", "G", "-1G", "1 TB"):
+def test_tokenizer_sample_bytes_takes_every_size_preprocessing_reads(settings, store):
+    for i, text in enumerate(("6M", "1G", "1.5G", "2GiB", "500m", "1073741824", "lots", "1.5", "G", "-1G", "1 TB")):
         try:
             parse_size(text)
             reads = True
         except argparse.ArgumentTypeError:
             reads = False
-        assert bool(re.fullmatch(SIZE, text)) == reads, text
+        raw = {"corpus": {"s3_uri": "s3://raw-bucket/pile/", "tokenizer_sample_bytes": text}}
+        try:
+            plan_execution(raw, f"exec-{i}", settings, store)
+            refused = ""
+        except InputError as error:
+            refused = str(error)
+        assert refused.startswith("corpus.tokenizer_sample_bytes: ") != reads, (text, refused)
 
 
 def test_a_run_shorter_than_its_warm_up_warms_up_over_half_of_it_and_says_so(settings, store):
