@@ -25,6 +25,8 @@ import numpy as np
 import tensorflow as tf
 from observe.metrics import Evaluation
 
+from run.engines import DataParallelEngine
+
 PRECISIONS = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 
 
@@ -133,12 +135,12 @@ class StepResult:
 
 
 class Trainer:
-    """Runs training and evaluation steps of a model on an engine (see ``engines.py``).
+    """Runs training and evaluation steps of a model on a data-parallel engine (``engines.py``).
 
     Args:
         model: the GPT, created in ``engine.scope()``.
         optimizer: from ``make_optimizer``, created in ``engine.scope()``.
-        engine: a StrategyEngine or HorovodEngine.
+        engine: a ``DataParallelEngine`` (a StrategyEngine or HorovodEngine).
         accumulation_steps: micro-batches per optimizer step on each replica.
         micro_batch_size: sequences per micro-batch per replica.
         sequence_length: tokens per sequence (the model's context).
@@ -159,7 +161,7 @@ class Trainer:
         self,
         model: keras.Model,
         optimizer: AdamW,
-        engine,
+        engine: DataParallelEngine,
         *,
         accumulation_steps: int,
         micro_batch_size: int,
