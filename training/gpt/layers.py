@@ -39,7 +39,7 @@ def gelu(x: tf.Tensor):
     [B·T, 4d] activations. Here the forward pass is one XLA-fused pass (a GPU runs it as one kernel too) that
     writes the output and its derivative, both in ``x``'s dtype, and the gradient is one product, dy · dy/dx.
     The derivative is kept in place of ``x``, which nothing else needs (the next matmul's gradient reads the
-    output): the same memory, and the tanh is taken once (timings: training/README.md, "Model: measurements").
+    output): the same memory, and the tanh is taken once (timings: training/README.md, "Measurements").
 
     Example:
         >>> x = tf.constant([-2.0, 0.0, 1.0])
@@ -58,7 +58,7 @@ class LayerNorm(keras.layers.LayerNormalization):
         dL/dx = r (g - mean(g) - x̂ · mean(g x̂)),  g = γ · dL/dy
 
     Autodiff through Keras' formula takes about 25 small operations per normalisation; this, about 15 (timings:
-    training/README.md, "Model: measurements"). Computed in float32 whatever the input's dtype, as Keras does.
+    training/README.md, "Measurements"). Computed in float32 whatever the input's dtype, as Keras does.
     The custom gradient is for training only (``training=True``, which Keras passes down from the model's call):
     inference, where no gradient is taken, runs the same formula without the two identity operations a custom
     gradient adds, which a cached generation step (all small operations) would pay for.

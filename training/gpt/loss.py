@@ -6,7 +6,7 @@
     dloss / dlogits = upstream_i · (p_i - onehot(t_i))         one XLA-fused pass over p
 
 The same values and gradient as ``tf.nn.sparse_softmax_cross_entropy_with_logits`` (to float32 rounding), at
-a fraction of its cost on a CPU (training/README.md, "Model: measurements"). -log p[t] is as exact as p while
+a fraction of its cost on a CPU (training/README.md, "Measurements"). -log p[t] is as exact as p while
 p[t] is a normal float, i.e. up to a loss of 87 nats per token; a batch where some token's is smaller takes the
 log-sum-exp from the softmax's largest probability, which is at least 1 / vocab and never underflows, at the
 cost of two row maxima. The choice is a ``tf.cond`` on one boolean; the gradient does not depend on it.

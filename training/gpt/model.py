@@ -30,7 +30,7 @@ def padded_vocab(vocab_size: int) -> int:
 @tf.custom_gradient
 def _tied_projection(x: tf.Tensor, embeddings: tf.Tensor):
     """x [N, d] @ embeddings [vocab, d]ᵀ -> [N, vocab], its embedding gradient as (xᵀ g)ᵀ: the products of
-    autodiff's gᵀ x summed in another order, faster on a CPU (training/README.md, "Model: measurements")."""
+    autodiff's gᵀ x summed in another order, faster on a CPU (training/README.md, "Measurements")."""
 
     def grad(g):
         return tf.matmul(g, embeddings), tf.transpose(tf.matmul(x, g, transpose_a=True))

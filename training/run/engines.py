@@ -104,7 +104,7 @@ class DataParallelEngine(Engine, Protocol):
 
 
 class StrategyEngine:
-    """A tf.distribute strategy; ``worker`` / ``workers`` count processes (hosts), not devices.
+    """A ``DataParallelEngine`` over a tf.distribute strategy; ``worker`` / ``workers`` count processes (hosts).
 
     Gradients are summed in packs of BYTES_PER_PACK, in ``reduce_dtype``. TensorFlow 2.21 launches the packs
     in reverse variable order (the last layers', whose gradients a backward pass computes first, before the
@@ -193,7 +193,7 @@ class StrategyEngine:
 
 
 class HorovodEngine:
-    """One process per device (rank), gradients all-reduced by ``DistributedGradientTape``.
+    """A ``DataParallelEngine`` of one process per device (rank), gradients all-reduced by ``DistributedGradientTape``.
 
     The tape averages over ranks; the training step's loss is already a share of the global mean
     (sum over this rank's tokens / global tokens), so the average is multiplied back by ``size``.

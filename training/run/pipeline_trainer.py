@@ -315,7 +315,7 @@ def build_pipeline_replicas(
 
 
 class PipelineEngine:
-    """Data parallelism over pipeline replicas: each replica is K devices of this process, one per stage.
+    """An ``engines.Engine`` of pipeline replicas, each K devices of this process, one per stage.
 
     Local devices [d0, d1, ..., d(D-1)] form D / K replicas: replica r holds stages on d(rK) .. d(rK + K - 1).
     Every worker (host) has the same layout. Replicas' gradients are summed with TensorFlow's collective
