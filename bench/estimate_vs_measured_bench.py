@@ -86,8 +86,8 @@ def child(case: list) -> dict:
     import tensorflow as tf
     from gpt.model import GPT
     from gpt.pipeline.model import PipelinedGPT
-    from run.engines import PipelineEngine, StrategyEngine, split_cpu
-    from run.pipeline_trainer import PipelineTrainer, build_pipeline_replicas
+    from run.engines import StrategyEngine
+    from run.pipeline_trainer import PipelineEngine, PipelineTrainer, build_pipeline_replicas, split_cpu
     from run.trainer import PRECISIONS, Trainer, make_optimizer
 
     if stages > 1:

@@ -39,8 +39,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from gpt.model import GPT  # noqa: E402
 from gpt.pipeline.model import PipelinedGPT, stage_of  # noqa: E402
-from run.engines import PipelineEngine, StrategyEngine, split_cpu  # noqa: E402
-from run.pipeline_trainer import PipelineTrainer, build_pipeline_replicas  # noqa: E402
+from run.engines import StrategyEngine  # noqa: E402
+from run.pipeline_trainer import PipelineEngine, PipelineTrainer, build_pipeline_replicas, split_cpu  # noqa: E402
 from run.trainer import Trainer, make_optimizer  # noqa: E402
 
 from infra.estimate.memory import state_bytes_per_parameter  # noqa: E402

@@ -38,8 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))
 import numpy as np
 import tensorflow as tf
 from gpt.pipeline.model import PipelinedGPT
-from run.engines import PipelineEngine
-from run.pipeline_trainer import PipelineTrainer, build_pipeline_replicas
+from run.pipeline_trainer import PipelineEngine, PipelineTrainer, build_pipeline_replicas
 
 
 def configure_devices(kind: str, needed: int, logical: bool, memory_mb: int) -> int:

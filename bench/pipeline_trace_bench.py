@@ -42,8 +42,7 @@ def measure(microbatches: int, layers: int, stages: int, width: int) -> dict:
     import numpy as np
     import tensorflow as tf
     from gpt.pipeline.model import PipelinedGPT
-    from run.engines import PipelineEngine, split_cpu
-    from run.pipeline_trainer import PipelineTrainer, build_pipeline_replicas
+    from run.pipeline_trainer import PipelineEngine, PipelineTrainer, build_pipeline_replicas, split_cpu
 
     if split_cpu(stages) < stages:
         raise SystemExit(f"could not split the CPU into {stages} logical devices")

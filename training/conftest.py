@@ -66,6 +66,8 @@ def mirrored_engine(two_logical_cpus):
 
 SEQUENCE_LENGTH = 32
 VOCAB_SIZE = 384
+# The smallest model the runs of the tests train on this dataset (run/loop_test.py, train_test.py): its arguments.
+TINY_RUN = ["--model_preset", "tiny", "--sequence_length", "16", "--micro_batch_size", "2"]
 
 
 def _corpus() -> list[str]:

@@ -20,16 +20,11 @@ from observe.metrics_test import defined, parse
 from run.schedule import WarmupCosine
 from train import main
 
-from conftest import free_ports, write_dataset
+from conftest import TINY_RUN, free_ports, write_dataset
 
 TRAINING = Path(__file__).parent
 BASE = [
-    "--model_preset",
-    "tiny",
-    "--sequence_length",
-    "16",
-    "--micro_batch_size",
-    "2",
+    *TINY_RUN,
     "--cpu_threads",
     "1",
     "--lr_reference_tokens",

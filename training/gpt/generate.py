@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from gpt.cache import call_with_cache, empty_cache
+
 
 def next_token(logits: tf.Tensor, temperature: tf.Tensor, top_k: tf.Tensor, seed: tf.Tensor, step: tf.Tensor):
     """Picks one token per row of ``logits`` [B, vocab]; returns [B] int32.
@@ -57,8 +59,7 @@ def generate(
     """Continues each prompt by ``max_new_tokens`` tokens; returns only the continuation, [B, max_new_tokens] int32.
 
     Args:
-        model: a GPT (``call`` on [B, T] ids -> [B, T, vocab] logits; ``call_with_cache`` and
-            ``empty_cache`` for the cached loop; ``sequence_length``).
+        model: a GPT (the cached loop runs it through ``gpt.cache``).
         prompt_ids: [B, P] int32 token ids, P >= 1.
         max_new_tokens: scalar int32, how many tokens to add.
         temperature: scalar float32; 0 picks the most likely token (greedy), > 0 samples from softmax(logits / t).
@@ -90,11 +91,11 @@ def generate_with_cache(model, prompt_ids, max_new_tokens, temperature, seed, to
     ``generate``'s, all tensors.
     """
     batch, prompt_length = tf.shape(prompt_ids)[0], tf.shape(prompt_ids)[1]
-    logits, cache = model.call_with_cache(prompt_ids, model.empty_cache(batch), 0)
+    logits, cache = call_with_cache(model, prompt_ids, empty_cache(model, batch), 0)
 
     def body(i, last_logits, cache, ids):
         token = next_token(last_logits, temperature, top_k, seed, i)
-        logits, cache = model.call_with_cache(token[:, tf.newaxis], cache, prompt_length + i)
+        logits, cache = call_with_cache(model, token[:, tf.newaxis], cache, prompt_length + i)
         return i + 1, logits[:, -1, :], cache, tf.concat([ids, token[:, tf.newaxis]], axis=1)
 
     _, _, _, ids = tf.while_loop(

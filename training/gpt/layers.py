@@ -39,10 +39,7 @@ def gelu(x: tf.Tensor):
     [B·T, 4d] activations. Here the forward pass is one XLA-fused pass (a GPU runs it as one kernel too) that
     writes the output and its derivative, both in ``x``'s dtype, and the gradient is one product, dy · dy/dx.
     The derivative is kept in place of ``x``, which nothing else needs (the next matmul's gradient reads the
-    output): the same memory, and the tanh is taken once. Measured on [1024, 1024] float32, one thread, forward
-    and backward: 0.8 ms, where a gradient that recomputed the tanh took 1.1 ms (and Keras' GELU had taken
-    14.3 ms of the 4-layer bench model's step in Mul operations, the first fused version 8.2 ms); the whole fp32
-    step, in alternating rounds in one process: 0.7% faster.
+    output): the same memory, and the tanh is taken once (timings: training/README.md, "Measurements").
 
     Example:
         >>> x = tf.constant([-2.0, 0.0, 1.0])
@@ -60,12 +57,11 @@ class LayerNorm(keras.layers.LayerNormalization):
         x̂ = (x - mean) · r,  r = 1 / sqrt(var + ε);  y = γ x̂ + β
         dL/dx = r (g - mean(g) - x̂ · mean(g x̂)),  g = γ · dL/dy
 
-    Autodiff through Keras' formula takes about 25 small operations per normalisation; this, about 15. Measured
-    on [1024, 256] float32, forward and backward, one thread: 0.64 ms instead of 0.80 ms (9 per step of the
-    4-layer bench model). Computed in float32 whatever the input's dtype, as Keras does. The custom gradient is
-    for training only (``training=True``, which Keras passes down from the model's call): inference, where no
-    gradient is taken, runs the same formula without the two identity operations a custom gradient adds, which
-    a cached generation step (all small operations) would pay for; 9 operations, Keras' call 11.
+    Autodiff through Keras' formula takes about 25 small operations per normalisation; this, about 15 (timings:
+    training/README.md, "Measurements"). Computed in float32 whatever the input's dtype, as Keras does.
+    The custom gradient is for training only (``training=True``, which Keras passes down from the model's call):
+    inference, where no gradient is taken, runs the same formula without the two identity operations a custom
+    gradient adds, which a cached generation step (all small operations) would pay for.
 
     Example:
         >>> norm = LayerNorm(epsilon=1e-5)
@@ -109,7 +105,7 @@ def _dropout(x: tf.Tensor, rate: float, seed: tf.Tensor | None, site: int) -> tf
     return tf.nn.experimental.stateless_dropout(x, rate=rate, seed=seed + tf.constant([site, 0], seed.dtype))
 
 
-def _future(length: tf.Tensor) -> tf.Tensor:
+def future_mask(length: tf.Tensor) -> tf.Tensor:
     """[T, T] bool, True where key j is after query i (masked)."""
     return tf.range(length)[tf.newaxis, :] > tf.range(length)[:, tf.newaxis]
 
@@ -137,11 +133,10 @@ def recompute_grad(f):
     """``f`` of one tensor, its forward pass run again in the backward pass instead of its activations kept.
 
     Without XLA, ``tf.recompute_grad``. Under XLA that form is undone: its second forward pass has the inputs of
-    the first, and XLA's common-subexpression pass merges the two (a block's optimized HLO with the loss live:
-    18 matmuls with whole-block recomputation, 18 without; ``layers_test.py``), keeping every activation. Here
-    the backward pass reads its input through an optimization barrier together with the incoming gradient, as
+    the first, and XLA's common-subexpression pass merges the two, keeping every activation. Here the backward
+    pass reads its input through an optimization barrier together with the incoming gradient, as
     ``jax.checkpoint`` does (``prevent_cse``): the recomputation is a new value XLA cannot merge, and cannot start
-    before the gradient reaches it (23 matmuls: the block's forward matmuls run again).
+    before the gradient reaches it (the matmul counts: training/README.md, "Attention: score-sized tensors").
     """
 
     @tf.custom_gradient
@@ -175,15 +170,8 @@ def causal_attention(
 
     rowsum(dO · O) = rowsum(dP · P) (FlashAttention's D), taken on [B, H, T, head_dim] instead of the scores.
     Kept for the backward pass per score element: 2 bytes in bf16 (autodiff kept the float32 softmax and its
-    bf16 copy, 6). Score-sized tensors ([B, H, T, T]) a block's forward and backward pass writes, mixed bf16,
-    counted in ``layers_test.py`` (operations, bytes per score element), autodiff -> this core: in the
-    TensorFlow graph (11, 36) -> (11, 36), with whole-block recomputation (16, 52) -> (16, 52); in XLA's optimized
-    HLO on a CPU (8, 28) -> (6, 20). Of those 6, two exist only on a CPU, whose XLA computes bf16 matmuls in
-    float32 (P and dS converted to float32 for them, the matmuls' outputs float32): on a GPU the same HLO
-    would write S, P, dP and dS in bf16, 4 operations and 8 bytes (reasoned, not measured). (The XLA
-    counts are the same with and without recomputation: the counted step returns only gradients, so its first
-    forward pass is dead code and the recomputed one is the only one.) Fewer needs a blockwise kernel that never
-    writes [T, T].
+    bf16 copy, 6). The score-sized tensors it writes, counted by ``layers_test.py``: training/README.md,
+    "Attention: score-sized tensors". Fewer needs a blockwise kernel that never writes [T, T].
 
     Example:
         >>> q = k = v = tf.ones([1, 1, 3, 2])
@@ -194,7 +182,7 @@ def causal_attention(
     @tf.custom_gradient
     def core(q, k, v):
         scores = tf.cast(tf.matmul(q, k, transpose_b=True), tf.float32)
-        scores = tf.where(_future(tf.shape(q)[2]), tf.float32.min, scores)
+        scores = tf.where(future_mask(tf.shape(q)[2]), tf.float32.min, scores)
         probs = tf.cast(_softmax(scores), q.dtype)
         out = tf.matmul(_dropout(probs, rate, seed, site=1), v)
 
@@ -239,7 +227,7 @@ class CausalSelfAttention(keras.layers.Layer):
         self.qkv.build(input_shape)
         self.proj.build(input_shape)
 
-    def _heads(self, x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    def heads(self, x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """[B, T, d] -> q (scaled by 1 / sqrt(head_dim)), k, v, each [B, n_head, T, head_dim]."""
         batch, length = tf.shape(x)[0], tf.shape(x)[1]
         head_dim = self.d_model // self.n_head
@@ -253,91 +241,15 @@ class CausalSelfAttention(keras.layers.Layer):
             q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]))
         return q * tf.cast(1 / math.sqrt(head_dim), q.dtype), k, v  # scaling q costs T·d, the scores T²
 
-    def _attend(self, q, k, v, past: tuple | None = None, written=0, seed: tf.Tensor | None = None) -> tf.Tensor:
-        """Causal attention of T positions ([B, n_head, T, head_dim] each) -> [B, T, d_model].
-
-        Without ``past``, ``causal_attention`` (training, and a prompt without cache). With ``past`` (cached keys
-        and values in buckets, [m, B, n_head, C, head_dim] each: m buckets of C positions, of which the first
-        ``written`` are valid; inference, no gradient), every position also sees those: the scores over the past
-        and over the T new keys are taken apart and share one softmax, so the cached keys and values are read
-        where they lie, one batched matmul over the buckets, never copied together.
-        """
-        batch, queries = tf.shape(q)[0], tf.shape(q)[2]
-        if past is None:
-            out = causal_attention(q, k, v, self.dropout, seed)
-        else:
-            scores = tf.cast(tf.matmul(q, k, transpose_b=True), tf.float32)  # [B, n_head, T, T]
-            if q.shape[2] != 1:  # a single query sees every key
-                scores = tf.where(_future(queries), tf.float32.min, scores)
-            past_k, past_v = past
-            buckets, bucket_size = tf.shape(past_k)[0], tf.shape(past_k)[3]
-            past_scores = tf.matmul(q[tf.newaxis], past_k, transpose_b=True)  # [m, B, n_head, T, C]
-            past_scores = tf.reshape(tf.transpose(past_scores, [1, 2, 3, 0, 4]), [batch, self.n_head, queries, -1])
-            valid = tf.range(buckets * bucket_size) < written
-            scores = tf.concat([tf.where(valid, tf.cast(past_scores, tf.float32), tf.float32.min), scores], axis=-1)
-            probs = tf.cast(tf.nn.softmax(scores, axis=-1), q.dtype)
-            past_probs, probs = tf.split(probs, [buckets * bucket_size, queries], axis=-1)
-            past_probs = tf.reshape(past_probs, [batch, self.n_head, queries, buckets, bucket_size])
-            past_out = tf.matmul(tf.transpose(past_probs, [3, 0, 1, 2, 4]), past_v)  # [m, B, n_head, T, head_dim]
-            out = tf.reduce_sum(past_out, 0) + tf.matmul(probs, v)
+    def merge_heads(self, out: tf.Tensor) -> tf.Tensor:
+        """The heads' outputs [B, n_head, T, head_dim] side by side, through the output projection -> [B, T, d]."""
+        batch, length = tf.shape(out)[0], tf.shape(out)[2]
         out = tf.reshape(tf.transpose(out, [0, 2, 1, 3]), [-1, self.d_model])
-        return tf.reshape(self.proj(out), [batch, queries, self.d_model])
-
-    def _attend_one(self, q, k, v, past: tuple, written) -> tf.Tensor:
-        """``_attend`` for one new position (a generation step), q, k, v [B, n_head, 1, head_dim] -> [B, 1, d_model].
-
-        The same softmax written out for one query, so that the scores over the cached buckets stay in the
-        buckets' layout ([m, B, n_head, 1, C]) and the new position's own score and value are elementwise
-        products: no transposes, no concatenation and split of the scores, two batched matmuls instead of four.
-        """
-        past_k, past_v = past
-        buckets, size = tf.shape(past_k)[0], tf.shape(past_k)[3]
-        f32 = tf.float32
-        past_scores = tf.cast(tf.matmul(q[tf.newaxis], past_k, transpose_b=True), f32)  # [m, B, n_head, 1, C]
-        unwritten = tf.where(tf.range(buckets * size) < written, 0.0, f32.min)  # selected on [m C], then added
-        past_scores += tf.reshape(unwritten, [buckets, 1, 1, 1, size])
-        own_score = tf.reduce_sum(tf.cast(q, f32) * tf.cast(k, f32), -1, keepdims=True)  # [B, n_head, 1, 1]
-        top = tf.maximum(tf.reduce_max(past_scores, [0, 4], keepdims=True), own_score)  # [1, B, n_head, 1, 1]
-        past_weights, own_weight = tf.exp(past_scores - top), tf.exp(own_score - top[0])
-        total = tf.reduce_sum(past_weights, [0, 4], keepdims=True) + own_weight
-        past_probs, own_prob = tf.cast(past_weights / total, v.dtype), tf.cast(own_weight / total[0], v.dtype)
-        out = tf.reduce_sum(tf.matmul(past_probs, past_v), 0) + own_prob * v  # [B, n_head, 1, head_dim]
-        return tf.reshape(self.proj(tf.reshape(out, [-1, self.d_model])), [-1, 1, self.d_model])
+        return tf.reshape(self.proj(out), [batch, length, self.d_model])
 
     def call(self, x: tf.Tensor, seed: tf.Tensor | None = None) -> tf.Tensor:
-        q, k, v = self._heads(x)
-        return self._attend(q, k, v, seed=seed)
-
-    def call_with_cache(
-        self, x: tf.Tensor, keys: tf.Tensor, values: tf.Tensor, written: tf.Tensor
-    ) -> tuple[tf.Tensor, tf.Tensor]:
-        """Attention of T new positions over the cached keys/values of earlier ones (inference, no dropout).
-
-        The T new positions are ``written .. written + T - 1``; they attend to the ``written`` positions
-        before them and to themselves (causally). ``keys`` and ``values`` are the cache's first m buckets of C
-        positions, at least ``written`` positions (those past ``written`` are ignored), so a step costs the
-        positions written so far, not the cache's size. The caller writes the returned keys/values into the
-        cache.
-
-        Args:
-            x: [B, T, d_model], the new positions' (normalised) inputs.
-            keys: [m, B, n_head, C, head_dim], cached keys of positions 0 .. m C - 1, bucket by bucket.
-            values: [m, B, n_head, C, head_dim], their values.
-            written: scalar int32 <= m C, how many of them are valid: the position of the first new token.
-
-        Returns:
-            ([B, T, d_model] output, [B, 2, n_head, T, head_dim] the new positions' keys and values).
-
-        Example:
-            >>> attention = CausalSelfAttention(d_model=64, n_head=2)
-            >>> keys = values = tf.zeros([1, 1, 2, 16, 32])
-            >>> out, new = attention.call_with_cache(tf.zeros([1, 1, 64]), keys, values, 3)
-            >>> out.shape, new.shape
-            (TensorShape([1, 1, 64]), TensorShape([1, 2, 2, 1, 32]))
-        """
-        q, k, v = self._heads(x)
-        attend = self._attend_one if x.shape[1] == 1 else self._attend
-        return attend(q, k, v, (keys, values), written), tf.stack([k, v], axis=1)
+        q, k, v = self.heads(x)
+        return self.merge_heads(causal_attention(q, k, v, self.dropout, seed))
 
     def get_config(self) -> dict:
         return {
@@ -401,11 +313,11 @@ class DecoderBlock(keras.layers.Layer):
         self.fc.build(input_shape)
         self.fc_proj.build((*input_shape[:-1], 4 * self.d_model))
 
-    def _mlp(self, x: tf.Tensor, training: bool) -> tf.Tensor:
+    def mlp(self, x: tf.Tensor, training: bool) -> tf.Tensor:
         """LayerNorm, fc, GELU, proj on [B, T, d].
 
         On [B·T, d] rows: a Dense on a 2-D input is one MatMul that grappler fuses with its BiasAdd (on 3-D,
-        Tensordot: reshape, MatMul, reshape, BiasAdd); the step's operations 177.4 -> 175.3 ms. In training the
+        Tensordot: reshape, MatMul, reshape, BiasAdd). In training the
         GELU is the XLA-fused one (``gelu``), which must not reach the exported model
         (``export/saved_model_test.py``). In inference fc is written as MatMul, BiasAdd and ``tf.nn.gelu``,
         which grappler fuses into one operation (oneDNN's on a CPU): Keras' Dense adds its bias with an AddV2,
@@ -425,7 +337,7 @@ class DecoderBlock(keras.layers.Layer):
             return _dropout(self.attn(self.ln_1(h), seed=seed), self.dropout, seed, site=2)
 
         def mlp(h: tf.Tensor) -> tf.Tensor:
-            return _dropout(self._mlp(h, training), self.dropout, seed, site=3)
+            return _dropout(self.mlp(h, training), self.dropout, seed, site=3)
 
         x = x + (recompute_grad(attention) if recompute == "attention" else attention)(x)
         return x + (recompute_grad(mlp) if recompute == "mlp" else mlp)(x)
@@ -436,31 +348,6 @@ class DecoderBlock(keras.layers.Layer):
         if recompute == "full":
             return recompute_grad(lambda h: self._forward(h, seed, training=True))(x)
         return self._forward(x, seed, training, recompute)
-
-    def call_with_cache(
-        self, x: tf.Tensor, keys: tf.Tensor, values: tf.Tensor, written: tf.Tensor
-    ) -> tuple[tf.Tensor, tf.Tensor]:
-        """The block on T new positions, reusing the cached keys/values of earlier ones (inference only).
-
-        Args:
-            x: [B, T, d_model], the residual stream of the new positions.
-            keys, values: [m, B, n_head, C, head_dim] each, the first m buckets of this block's cache (see
-                ``CausalSelfAttention.call_with_cache``).
-            written: scalar int32 <= m C, position of the first new token.
-
-        Returns:
-            ([B, T, d_model], [B, 2, n_head, T, head_dim] the new positions' keys and values).
-
-        Example:
-            >>> block = DecoderBlock(d_model=64, n_head=2)
-            >>> keys = values = tf.zeros([1, 1, 2, 16, 32])
-            >>> out, new = block.call_with_cache(tf.zeros([1, 1, 64]), keys, values, 4)
-            >>> new.shape
-            TensorShape([1, 2, 2, 1, 32])
-        """
-        attention, new = self.attn.call_with_cache(self.ln_1(x), keys, values, written)
-        x = x + attention
-        return x + self._mlp(x, training=False), new
 
     def get_config(self) -> dict:
         return {

@@ -6,15 +6,12 @@
     dloss / dlogits = upstream_i · (p_i - onehot(t_i))         one XLA-fused pass over p
 
 The same values and gradient as ``tf.nn.sparse_softmax_cross_entropy_with_logits`` (to float32 rounding), at
-a fraction of its cost on this CPU: on [1024, 8192] float32 logits, loss and gradient, TensorFlow's fused
-kernel took 27 ms, this 4.7 ms (a softmax is 3.2 ms of it), 6.7 ms when it always took the maxima. -log p[t]
-is as exact as p while p[t] is a normal float, i.e. up to a loss of 87 nats per token; a batch where some
-token's is smaller takes the log-sum-exp from the softmax's largest probability, which is at least 1 / vocab
-and never underflows, at the cost of two row maxima (the fp32 bench step is 1.4% faster, in alternating
-rounds, without them). The choice is a ``tf.cond`` on one boolean; the gradient does not depend on it.
-The gradient is one fused pass (XLA; a GPU runs it as one kernel): keeping p - onehot(t) from the forward
-pass and multiplying by ``upstream`` in the backward one were two passes over [N, vocab] (a TensorScatterSub
-that copies p, 1.9 ms, then the product); 2.4 ms saved in all.
+a fraction of its cost on a CPU (training/README.md, "Measurements"). -log p[t] is as exact as p while
+p[t] is a normal float, i.e. up to a loss of 87 nats per token; a batch where some token's is smaller takes the
+log-sum-exp from the softmax's largest probability, which is at least 1 / vocab and never underflows, at the
+cost of two row maxima. The choice is a ``tf.cond`` on one boolean; the gradient does not depend on it.
+The gradient is one fused pass (XLA; a GPU runs it as one kernel), where keeping p - onehot(t) from the forward
+pass and multiplying by ``upstream`` in the backward one were two passes over [N, vocab].
 """
 
 from __future__ import annotations
@@ -51,7 +48,7 @@ def sparse_cross_entropy(targets: tf.Tensor, logits: tf.Tensor):
         return log_sum_exp - tf.gather(logits, targets, batch_dims=1)
 
     # -log p[target] is the loss itself, as exact as p, while p[target] is a normal float (loss < 87 nats); only
-    # a batch with a smaller one pays the two row maxima (1.2 ms each on [1024, 8192] here).
+    # a batch with a smaller one pays the two row maxima.
     normal = tf.reduce_all(p_target >= _SMALLEST_NORMAL)
     loss = tf.cond(normal, lambda: -tf.math.log(p_target), through_maxima)
 

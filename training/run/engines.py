@@ -1,6 +1,8 @@
 """Data-parallel engines: who computes which replica, and how gradients are summed across replicas.
 
-Every engine runs the same training step; they differ in four operations:
+``Engine`` is what the run (``loop.py``) and both trainers ask of every engine: its workers and replicas, its
+scope, a flag agreed by every worker. A data-parallel engine (``DataParallelEngine``) runs ``Trainer``'s step,
+where the two engines here differ in four operations:
 
     run(fn, args)            run fn once per local replica (device)
     gradient(tape, ...)      a replica's gradients (Horovod: already all-reduced)
@@ -13,9 +15,11 @@ Every engine runs the same training step; they differ in four operations:
                  ``smdistributed.dataparallel.tensorflow`` (same API). Not available in the TF 2.21
                  images; kept small and separate.
 
-``pipeline``     model_parallel_degree K > 1: each replica is a pipeline of K devices of one process (one process
-                 per host drives all its devices: devices / K replicas), gradients summed across replicas by
-                 TensorFlow collective ops on each stage's device (see ``PipelineEngine``).
+``pipeline``     model_parallel_degree K > 1: each replica is a pipeline of K devices of one process, gradients
+                 summed across replicas by collective ops on each stage's device: ``PipelineEngine``, beside
+                 its trainer in ``pipeline_trainer.py``.
+
+Across hosts, both kinds start the cluster the same way (``start_multi_worker``).
 
 With MultiWorkerMirroredStrategy every worker starts from the chief's initial values (the strategy
 broadcasts them when variables are created); Horovod broadcasts rank 0's variables after the first step.
@@ -24,11 +28,13 @@ Only the chief (worker 0 / rank 0) writes checkpoints, exports and logs.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import json
 import os
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from types import ModuleType
+from typing import Any, Protocol
 
 import tensorflow as tf
 
@@ -46,8 +52,59 @@ BYTES_PER_PACK = 32 * 2**20
 REDUCE_DTYPES = {"bf16": tf.bfloat16, "fp16": tf.float32, "fp32": tf.float32}
 
 
+class Engine(Protocol):
+    """What the run and both trainers ask of every engine (``StrategyEngine``, ``HorovodEngine``,
+    ``pipeline_trainer.PipelineEngine``); ``worker`` and ``workers`` count processes, not devices."""
+
+    name: str
+    worker: int
+    workers: int
+
+    @property
+    def num_replicas(self) -> int:
+        """Replicas over every worker: each computes its share of the global batch."""
+
+    @property
+    def local_replicas(self) -> int:
+        """Replicas this process drives (the first axis of its batches)."""
+
+    @property
+    def is_chief(self) -> bool:
+        """Whether this worker writes checkpoints, exports and logs."""
+
+    def scope(self) -> AbstractContextManager:
+        """Where variables are created and steps run."""
+
+    def after_first_step(self, variables: list) -> None:
+        """Makes every worker's variables the chief's, where creating them did not."""
+
+    def any_worker(self, flag: bool) -> bool:
+        """Whether any worker passed True; every worker calls it at the same point."""
+
+
+class DataParallelEngine(Engine, Protocol):
+    """An engine of single-device replicas: what ``Trainer``'s step asks of it besides ``Engine``."""
+
+    strategy: tf.distribute.Strategy  # the optimizer's update runs in it
+
+    def run(self, fn: Callable, args: tuple = ()) -> Any:
+        """Runs ``fn`` on each local replica; ``args[0]`` is a [local_replicas, ...] batch split between them."""
+
+    def gradient(self, tape: tf.GradientTape, loss: tf.Tensor, variables: list) -> list:
+        """This replica's gradients of ``loss``."""
+
+    def reduce_gradients(self, grads: list) -> list:
+        """Gradients summed over every replica of every worker, float32."""
+
+    def sum_over_replicas(self, value: Any) -> Any:
+        """A metric (or a structure of them) summed over every replica of every worker."""
+
+    def local(self, value: Any) -> Any:
+        """One replica's copy of a value that all-reduction made identical on every replica."""
+
+
 class StrategyEngine:
-    """A tf.distribute strategy; ``worker`` / ``workers`` count processes (hosts), not devices.
+    """A ``DataParallelEngine`` over a tf.distribute strategy; ``worker`` / ``workers`` count processes (hosts).
 
     Gradients are summed in packs of BYTES_PER_PACK, in ``reduce_dtype``. TensorFlow 2.21 launches the packs
     in reverse variable order (the last layers', whose gradients a backward pass computes first, before the
@@ -136,7 +193,7 @@ class StrategyEngine:
 
 
 class HorovodEngine:
-    """One process per device (rank), gradients all-reduced by ``DistributedGradientTape``.
+    """A ``DataParallelEngine`` of one process per device (rank), gradients all-reduced by ``DistributedGradientTape``.
 
     The tape averages over ranks; the training step's loss is already a share of the global mean
     (sum over this rank's tokens / global tokens), so the average is multiplied back by ``size``.
@@ -245,9 +302,57 @@ def worker_position(resolver) -> tuple[int, int]:
     return (resolver.task_id or 0) + len(cluster.get("chief", [])), workers
 
 
+def cluster_config(hosts: list[str], current_host: str, env: Mapping[str, str]) -> dict:
+    """This worker's TF_CONFIG as a dict: ``env``'s, else SageMaker's from SM_HOSTS when there are several hosts,
+    else empty (one worker)."""
+    if "TF_CONFIG" in env:
+        return json.loads(env["TF_CONFIG"])
+    return json.loads(sagemaker_tf_config(hosts, current_host)) if len(hosts) > 1 else {}
+
+
+class ConfigClusterResolver(tf.distribute.cluster_resolver.TFConfigClusterResolver):
+    """TensorFlow's TF_CONFIG resolver, reading a given TF_CONFIG instead of ``os.environ``'s (which it reads
+    whenever asked, for the strategy's whole life): the start-up sets no environment variable."""
+
+    def __init__(self, config: dict):
+        task = config.get("task", {})
+        super().__init__(task_type=task.get("type"), task_id=task.get("index"), rpc_layer=config.get("rpc_layer"))
+        self.config = config
+
+    def cluster_spec(self) -> tf.train.ClusterSpec:
+        return tf.train.ClusterSpec(self.config.get("cluster", {}))
+
+
+def start_multi_worker(
+    hosts: list[str], current_host: str, env: Mapping[str, str], communication: str
+) -> tuple[tf.distribute.MultiWorkerMirroredStrategy, int, int]:
+    """Joins this process to the cluster of workers: (the MultiWorkerMirroredStrategy, this worker's index, the
+    number of workers). Call before any other TensorFlow work in the process.
+
+    The cluster is ``cluster_config``'s; neither ``env`` nor ``os.environ`` is changed.
+
+    Args:
+        hosts, current_host: SM_HOSTS and SM_CURRENT_HOST.
+        env: the process environment (TF_CONFIG, when a launcher wrote one).
+        communication: the collectives' implementation, "nccl" (GPUs) or "ring" (CPU, gRPC between hosts).
+    """
+    implementation = getattr(tf.distribute.experimental.CommunicationImplementation, communication.upper())
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(
+        cluster_resolver=ConfigClusterResolver(cluster_config(hosts, current_host, env)),
+        communication_options=tf.distribute.experimental.CommunicationOptions(implementation=implementation),
+    )
+    return strategy, *worker_position(strategy.cluster_resolver)
+
+
 def make_engine(
-    engine: str, *, hosts: list[str], current_host: str, num_gpus: int, env=os.environ, precision: str = "fp32"
-):
+    engine: str,
+    *,
+    hosts: list[str],
+    current_host: str,
+    num_gpus: int,
+    env: Mapping[str, str] = os.environ,
+    precision: str = "fp32",
+) -> DataParallelEngine:
     """Creates the engine (gradients summed in ``REDUCE_DTYPES[precision]``); call before any other TensorFlow
     work in the process."""
     reduce_dtype = REDUCE_DTYPES[precision]
@@ -258,174 +363,9 @@ def make_engine(
             raise RuntimeError(f"engine horovod: none of {', '.join(HOROVOD_MODULES)} imports here")
         return HorovodEngine(hvd)
     if name == "multi_worker":
-        if "TF_CONFIG" not in env and len(hosts) > 1:
-            env["TF_CONFIG"] = sagemaker_tf_config(hosts, current_host)
-        if "TF_CONFIG" in env:
-            os.environ["TF_CONFIG"] = env["TF_CONFIG"]  # the strategy's cluster resolver reads os.environ
-        implementation = (
-            tf.distribute.experimental.CommunicationImplementation.NCCL
-            if tf.config.list_physical_devices("GPU")
-            else tf.distribute.experimental.CommunicationImplementation.RING
-        )
-        strategy = tf.distribute.MultiWorkerMirroredStrategy(
-            communication_options=tf.distribute.experimental.CommunicationOptions(implementation=implementation)
-        )
-        return StrategyEngine(strategy, name, *worker_position(strategy.cluster_resolver), reduce_dtype)
+        communication = "nccl" if tf.config.list_physical_devices("GPU") else "ring"
+        strategy, worker, workers = start_multi_worker(hosts, current_host, env, communication)
+        return StrategyEngine(strategy, name, worker, workers, reduce_dtype)
     if name == "mirrored":
         return StrategyEngine(tf.distribute.MirroredStrategy(), name, reduce_dtype=reduce_dtype)
     return StrategyEngine(tf.distribute.get_strategy(), "default")
-
-
-class PipelineEngine:
-    """Data parallelism over pipeline replicas: each replica is K devices of this process, one per stage.
-
-    Local devices [d0, d1, ..., d(D-1)] form D / K replicas: replica r holds stages on d(rK) .. d(rK + K - 1).
-    Every worker (host) has the same layout. Replicas' gradients are summed with TensorFlow's collective
-    all-reduce, one group per stage position: group k = stage k's device of every replica of every worker
-    (8 GPUs, K = 4, 2 hosts: group 0 = GPU 0 and GPU 4 of both hosts). Collectives run on the stage's own
-    device, so no device ever holds another stage's gradients.
-
-    tf.distribute strategies cannot express this: their replicas are single devices, and their variables
-    and all-reductions are placed on the replica's device. Across hosts a MultiWorkerMirroredStrategy is
-    still created, for what it sets up (the cluster's gRPC server and collective runtime); its own
-    replicas, variables and ``run`` are not used.
-
-    Args:
-        replica_devices: for each local replica, its K stage devices ("/GPU:0", ...).
-        worker, workers: this process's index and the number of processes (hosts).
-        communication: collective implementation hint, "nccl" (GPUs) or "ring" (CPU, gRPC between hosts).
-        strategy: the MultiWorkerMirroredStrategy that started the cluster runtime (kept alive), or None.
-    """
-
-    GROUP_KEY_BASE = 50_000  # far above the keys tf.distribute allocates (from 1)
-    INSTANCE_KEY_BASE = 500_000
-
-    def __init__(
-        self,
-        replica_devices: list[list[str]],
-        *,
-        worker: int = 0,
-        workers: int = 1,
-        communication: str = "ring",
-        strategy: tf.distribute.Strategy | None = None,
-    ):
-        self.replica_devices, self.worker, self.workers = replica_devices, worker, workers
-        self.communication, self.cluster_strategy = communication, strategy
-        self.strategy = tf.distribute.get_strategy()  # the default strategy: plain variables on explicit devices
-        self.name = "pipeline_multi_worker" if workers > 1 else "pipeline"
-        self._instance_keys: dict[tuple, int] = {}
-        self._any_flag = None
-
-    @property
-    def model_parallel_degree(self) -> int:
-        return len(self.replica_devices[0])
-
-    @property
-    def local_replicas(self) -> int:
-        return len(self.replica_devices)
-
-    @property
-    def num_replicas(self) -> int:
-        return self.workers * self.local_replicas
-
-    @property
-    def is_chief(self) -> bool:
-        return self.worker == 0
-
-    def scope(self):
-        return contextlib.nullcontext()
-
-    def after_first_step(self, variables: list) -> None:
-        """Nothing to do: the pipeline trainer broadcasts the chief's values before the first step."""
-
-    def any_worker(self, flag: bool) -> bool:
-        """Whether any worker passed True: a one-number all-reduce on stage 0's devices, called by every worker."""
-        if self.workers == 1:
-            return flag
-        if self._any_flag is None:
-            self._any_flag = tf.function(lambda value: self.all_reduce([value] * self.local_replicas, 0, "any")[0])
-        return float(self._any_flag(tf.constant(float(flag)))) > 0
-
-    def all_reduce(self, values: list[tf.Tensor], stage: int, name: str) -> list[tf.Tensor]:
-        """Sums ``values[r]`` (local replica r's tensor for stage ``stage``) over every replica of every worker.
-
-        Call inside a tf.function; every worker must make the same calls in the same order (the ``name`` picks
-        the collective's instance key, which must match across workers). Returns each replica's sum on its
-        stage device.
-        """
-        if self.num_replicas == 1:
-            return list(values)
-        # One instance key per (name, stage, shape): TensorFlow fixes an instance's shape at its first run.
-        signature = (name, stage, tuple(values[0].shape.as_list()))
-        key = self._instance_keys.setdefault(signature, self.INSTANCE_KEY_BASE + len(self._instance_keys))
-        summed = []
-        for devices, value in zip(self.replica_devices, values, strict=True):
-            with tf.device(devices[stage]):
-                summed.append(
-                    tf.raw_ops.CollectiveReduce(
-                        input=value,
-                        group_size=self.num_replicas,
-                        group_key=self.GROUP_KEY_BASE + stage,
-                        instance_key=key,
-                        merge_op="Add",
-                        final_op="Id",
-                        subdiv_offsets=[0],
-                        communication_hint=self.communication,
-                    )
-                )
-        return summed
-
-
-def pipeline_layout(kind: str, devices: int, model_parallel_degree: int) -> list[list[str]]:
-    """Consecutive devices form a replica's stages: 8 GPUs, K = 4 -> [[GPU:0 .. GPU:3], [GPU:4 .. GPU:7]]."""
-    names = [f"/{kind}:{i}" for i in range(devices)]
-    return [names[r : r + model_parallel_degree] for r in range(0, devices, model_parallel_degree)]
-
-
-def split_cpu(devices: int) -> int:
-    """Splits the CPU into ``devices`` logical devices (before TensorFlow initialises); returns how many there are."""
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    with contextlib.suppress(RuntimeError):  # already initialised: keep what there is
-        if len(tf.config.get_logical_device_configuration(cpu) or [None]) < devices:
-            tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * devices)
-    return len(tf.config.get_logical_device_configuration(cpu) or [None])
-
-
-def make_pipeline_engine(
-    engine: str, *, model_parallel_degree: int, hosts: list[str], current_host: str, num_gpus: int, env=os.environ
-) -> PipelineEngine:
-    """The engine for model_parallel_degree K > 1; call before any other TensorFlow work in the process.
-
-    GPUs: this host's GPUs in groups of K. CPU only: the CPU is split into K logical devices (one replica per
-    host; useful for tests, not for speed). Several hosts (or TF_CONFIG): one worker per host, as for
-    ``multi_worker``. The Horovod API runs one process per device and cannot drive a K-device pipeline.
-    """
-    name = choose_engine(engine, hosts=hosts, num_gpus=num_gpus, env=env)
-    if name == "horovod":
-        raise ValueError(
-            f"model_parallel_degree {model_parallel_degree} needs one process driving {model_parallel_degree} "
-            "devices; the Horovod API runs one process per device: use engine auto or multi_worker"
-        )
-    gpus = len(tf.config.list_physical_devices("GPU"))
-    local = gpus if gpus else split_cpu(model_parallel_degree)
-    if local % model_parallel_degree:
-        raise ValueError(
-            f"model_parallel_degree {model_parallel_degree} does not divide this host's {local} "
-            f"{'GPUs' if gpus else 'logical CPUs'}"
-        )
-    replica_devices = pipeline_layout("GPU" if gpus else "CPU", local, model_parallel_degree)
-    communication = "nccl" if gpus else "ring"
-    if name != "multi_worker":
-        return PipelineEngine(replica_devices, communication=communication)
-    if "TF_CONFIG" not in env and len(hosts) > 1:
-        env["TF_CONFIG"] = sagemaker_tf_config(hosts, current_host)
-    if "TF_CONFIG" in env:
-        os.environ["TF_CONFIG"] = env["TF_CONFIG"]
-    implementation = getattr(tf.distribute.experimental.CommunicationImplementation, communication.upper())
-    strategy = tf.distribute.MultiWorkerMirroredStrategy(
-        communication_options=tf.distribute.experimental.CommunicationOptions(implementation=implementation)
-    )
-    worker, workers = worker_position(strategy.cluster_resolver)
-    return PipelineEngine(
-        replica_devices, worker=worker, workers=workers, communication=communication, strategy=strategy
-    )

@@ -1,4 +1,5 @@
 import json
+import os
 import types
 
 import numpy as np
@@ -9,9 +10,11 @@ from gpt.model import GPT
 from run import engines
 from run.engines import (
     REDUCE_DTYPES,
+    ConfigClusterResolver,
     HorovodEngine,
     StrategyEngine,
     choose_engine,
+    cluster_config,
     sagemaker_tf_config,
     worker_position,
 )
@@ -45,6 +48,19 @@ def test_tf_config_as_sagemaker_writes_it():
         "cluster": {"worker": ["algo-1:8890", "algo-2:8890", "algo-3:8890"]},
         "task": {"type": "worker", "index": 1},
     }
+
+
+def test_the_cluster_is_read_from_tf_config_or_sm_hosts_and_no_environment_is_written(monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    given = {"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 1}}
+    env = {"TF_CONFIG": json.dumps(given)}
+    assert cluster_config(["algo-1", "algo-2"], "algo-1", env) == given  # a launcher's TF_CONFIG comes first
+    assert cluster_config(["algo-1", "algo-2"], "algo-2", {})["task"] == {"type": "worker", "index": 1}
+    assert cluster_config(["algo-1"], "algo-1", {}) == {}  # one host: no cluster
+    resolver = ConfigClusterResolver(given)
+    assert resolver.cluster_spec().as_dict() == given["cluster"]
+    assert worker_position(resolver) == (1, 2) and resolver.rpc_layer is None
+    assert env == {"TF_CONFIG": json.dumps(given)} and "TF_CONFIG" not in os.environ
 
 
 def test_worker_position_counts_a_chief_first():
@@ -129,37 +145,6 @@ def test_horovod_average_is_turned_back_into_a_sum():
     # Each of 4 ranks holds the same share: the sum of their gradients is 4 x 2x = 24.
     assert float(engine.gradient(tape, loss, [x])[0]) == 24.0
     assert float(engine.sum_over_replicas(tf.constant(1.5))) == 6.0
-
-
-def test_pipeline_layout_groups_consecutive_devices():
-    assert engines.pipeline_layout("GPU", 8, 4) == [[f"/GPU:{i}" for i in range(4)], [f"/GPU:{i}" for i in range(4, 8)]]
-    assert engines.pipeline_layout("GPU", 8, 2)[3] == ["/GPU:6", "/GPU:7"]
-    assert engines.pipeline_layout("CPU", 2, 2) == [["/CPU:0", "/CPU:1"]]
-
-
-@pytest.mark.usefixtures("two_logical_cpus")
-def test_pipeline_engine_on_this_hosts_devices():
-    engine = engines.make_pipeline_engine(
-        "auto", model_parallel_degree=2, hosts=["algo-1"], current_host="algo-1", num_gpus=0, env={}
-    )
-    assert (engine.name, engine.replica_devices, engine.num_replicas, engine.is_chief) == (
-        "pipeline",
-        [["/CPU:0", "/CPU:1"]],
-        1,
-        True,
-    )
-    value = tf.constant([1.0, 2.0])
-    assert engine.all_reduce([value], 0, "x") == [value]  # one replica: nothing to sum
-    # TensorFlow is running with 2 logical CPUs: it cannot be split into 4 any more.
-    with pytest.raises(ValueError, match="model_parallel_degree 4 does not divide this host's 2 logical CPUs"):
-        engines.make_pipeline_engine("auto", model_parallel_degree=4, hosts=["a"], current_host="a", num_gpus=0, env={})
-
-
-def test_pipeline_refuses_the_horovod_engine():
-    with pytest.raises(ValueError, match="the Horovod API runs one process per device"):
-        engines.make_pipeline_engine(
-            "horovod", model_parallel_degree=2, hosts=["a"], current_host="a", num_gpus=8, env={}
-        )
 
 
 def test_bf16_reduction_sums_within_its_stated_tolerance(mirrored_engine):

@@ -27,6 +27,7 @@ from pile.bpe import token_byte_lengths
 
 from run import parallelism
 from run.checkpoint import Checkpointer
+from run.engines import Engine
 from run.job import JobError, check_inputs, cluster
 from run.schedule import WarmupCosine
 from run.stop_signal import StopSignal
@@ -107,7 +108,7 @@ class TrainingRun:
         )
         self.peak_tflops = args.peak_tflops or device_peak_tflops()
 
-    def _engine(self, env):  # a StrategyEngine, HorovodEngine or PipelineEngine
+    def _engine(self, env) -> Engine:
         hosts, current_host, num_gpus = cluster(env)
         if num_gpus is None:
             num_gpus = len(tf.config.list_physical_devices("GPU"))

@@ -5,6 +5,7 @@ import pytest
 from contract.hparams import parse_args
 from contract.presets import parameter_count
 
+from conftest import TINY_RUN
 from run.job import JobError
 from run.loop import TrainingRun, weights_digest
 
@@ -12,34 +13,10 @@ from run.loop import TrainingRun, weights_digest
 def test_bf16_run_with_accumulation_and_xla_trains(dataset_dir, tmp_path, capsys):
     args = parse_args(
         [
-            "--model_preset",
-            "tiny",
-            "--sequence_length",
-            "16",
-            "--micro_batch_size",
-            "2",
-            "--precision",
-            "bf16",
-            "--global_batch_tokens",
-            "64",
-            "--use_xla",
-            "True",
-            "--max_steps",
-            "4",
-            "--log_every",
-            "1",
-            "--learning_rate",
-            "1e-2",
-            "--lr_reference_tokens",
-            "64",
-            "--warmup_steps",
-            "0",
-            "--eval_every",
-            "0",
-            "--train_dir",
-            str(dataset_dir),
-            "--checkpoint_dir",
-            str(tmp_path / "ckpt"),
+            *TINY_RUN,
+            *("--precision", "bf16", "--global_batch_tokens", "64", "--use_xla", "True", "--max_steps", "4"),
+            *("--log_every", "1", "--learning_rate", "1e-2", "--lr_reference_tokens", "64", "--warmup_steps", "0"),
+            *("--eval_every", "0", "--train_dir", str(dataset_dir), "--checkpoint_dir", str(tmp_path / "ckpt")),
         ],
         env={},
     )
@@ -58,7 +35,7 @@ def test_bf16_run_with_accumulation_and_xla_trains(dataset_dir, tmp_path, capsys
 def pipeline_args(dataset_dir, tmp_path, *extra):
     return parse_args(
         [
-            *("--model_preset", "tiny", "--sequence_length", "16", "--micro_batch_size", "2"),
+            *TINY_RUN,
             *("--model_parallel_degree", "2", "--global_batch_tokens", "128", "--microbatches", "2"),
             *("--precision", "bf16", "--dropout", "0.1", "--max_steps", "3", "--log_every", "1"),
             *("--learning_rate", "1e-2", "--lr_reference_tokens", "0", "--warmup_steps", "0"),

@@ -9,7 +9,6 @@ asks it for the engine, the accumulation steps, the model and trainer, and the e
 from __future__ import annotations
 
 import contextlib
-from typing import Any
 
 import keras
 import tensorflow as tf
@@ -17,9 +16,9 @@ from contract.batch import pipeline_microbatches
 from gpt.model import GPT
 from gpt.pipeline.model import PipelinedGPT
 
-from run.engines import make_engine, make_pipeline_engine
+from run.engines import DataParallelEngine, Engine, make_engine
 from run.job import JobError
-from run.pipeline_trainer import PipelineTrainer, build_pipeline_replicas
+from run.pipeline_trainer import PipelineEngine, PipelineTrainer, build_pipeline_replicas, make_pipeline_engine
 from run.trainer import Trainer, make_optimizer
 
 
@@ -41,7 +40,7 @@ class DataParallel:
     def __init__(self, args) -> None:
         self.args = args
 
-    def make_engine(self, hosts: list[str], current_host: str, num_gpus: int, env) -> Any:
+    def make_engine(self, hosts: list[str], current_host: str, num_gpus: int, env) -> Engine:
         a = self.args
         return make_engine(
             a.engine, hosts=hosts, current_host=current_host, num_gpus=num_gpus, env=env, precision=a.precision
@@ -51,7 +50,9 @@ class DataParallel:
         """The accumulation steps of a training step, from those the global batch asks for."""
         return steps
 
-    def build(self, engine, schedule, model_arguments: dict, **trainer_arguments) -> tuple[keras.Model, Trainer]:
+    def build(
+        self, engine: DataParallelEngine, schedule, model_arguments: dict, **trainer_arguments
+    ) -> tuple[keras.Model, Trainer]:
         """The model (the chief replica's) and its trainer; ``trainer_arguments`` are the ones both trainers take."""
         with engine.scope():
             model = GPT(**model_arguments)
@@ -70,7 +71,7 @@ class DataParallel:
 
 
 class Pipelined(DataParallel):
-    def make_engine(self, hosts: list[str], current_host: str, num_gpus: int, env) -> Any:
+    def make_engine(self, hosts: list[str], current_host: str, num_gpus: int, env) -> PipelineEngine:
         a = self.args
         if a.use_xla is True:  # auto: off for a pipeline
             raise JobError(
@@ -94,7 +95,9 @@ class Pipelined(DataParallel):
         pipeline_microbatches(steps, a.microbatches)
         return steps
 
-    def build(self, engine, schedule, model_arguments: dict, **trainer_arguments) -> tuple[keras.Model, Trainer]:
+    def build(
+        self, engine: PipelineEngine, schedule, model_arguments: dict, **trainer_arguments
+    ) -> tuple[keras.Model, Trainer]:
         """One PipelinedGPT and AdamW per local pipeline replica; the chief replica's state is broadcast."""
 
         def build(devices):

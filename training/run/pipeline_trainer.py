@@ -1,6 +1,6 @@
 """The pipeline-parallel training step: GPipe over K devices per replica, gradients summed over replicas.
 
-    on every local replica (K devices, ``engines.PipelineEngine``):
+    on every local replica (K devices, ``PipelineEngine``, at the end of this file):
         for each of accumulation / microbatches passes:
             one GPipe pass over `microbatches` micro-batches (gpt/pipeline/gpipe.py)
             -> loss and gradients, each gradient on its variable's stage device, summed over the passes
@@ -17,6 +17,10 @@ on the caller's device: returning them would copy every stage's gradients to dev
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Mapping
+
 import numpy as np
 import tensorflow as tf
 from contract.batch import pipeline_microbatches
@@ -25,7 +29,7 @@ from gpt.pipeline.gpipe import gpipe_gradients
 from gpt.pipeline.model import PipelinedGPT, stage_of, variable_device
 from observe.metrics import Evaluation
 
-from run.engines import PipelineEngine
+from run.engines import choose_engine, start_multi_worker
 from run.trainer import AdamW, Trainer, accumulate, make_optimizer
 
 
@@ -295,7 +299,9 @@ class PipelineTrainer(Trainer):
         return super().evaluate(dataset)
 
 
-def build_pipeline_replicas(engine: PipelineEngine, build_model, learning_rate, **optimizer_kwargs):
+def build_pipeline_replicas(
+    engine: PipelineEngine, build_model, learning_rate, **optimizer_kwargs
+) -> tuple[list[PipelinedGPT], list[PlacedAdamW]]:
     """One model (``build_model(devices)``) and one PlacedAdamW per local replica of ``engine``."""
     models, optimizers = [], []
     for devices in engine.replica_devices:
@@ -303,3 +309,159 @@ def build_pipeline_replicas(engine: PipelineEngine, build_model, learning_rate, 
         models.append(model)
         optimizers.append(make_pipeline_optimizer(model, learning_rate, **optimizer_kwargs))
     return models, optimizers
+
+
+# --- the engine: pipeline replicas and their collectives ------------------------------------------------
+
+
+class PipelineEngine:
+    """An ``engines.Engine`` of pipeline replicas, each K devices of this process, one per stage.
+
+    Local devices [d0, d1, ..., d(D-1)] form D / K replicas: replica r holds stages on d(rK) .. d(rK + K - 1).
+    Every worker (host) has the same layout. Replicas' gradients are summed with TensorFlow's collective
+    all-reduce, one group per stage position: group k = stage k's device of every replica of every worker
+    (8 GPUs, K = 4, 2 hosts: group 0 = GPU 0 and GPU 4 of both hosts). Collectives run on the stage's own
+    device, so no device ever holds another stage's gradients.
+
+    tf.distribute strategies cannot express this: their replicas are single devices, and their variables
+    and all-reductions are placed on the replica's device. Across hosts a MultiWorkerMirroredStrategy is
+    still created, for what it sets up (the cluster's gRPC server and collective runtime); its own
+    replicas, variables and ``run`` are not used.
+
+    Args:
+        replica_devices: for each local replica, its K stage devices ("/GPU:0", ...).
+        worker, workers: this process's index and the number of processes (hosts).
+        communication: collective implementation hint, "nccl" (GPUs) or "ring" (CPU, gRPC between hosts).
+        strategy: the MultiWorkerMirroredStrategy that started the cluster runtime (kept alive), or None.
+    """
+
+    GROUP_KEY_BASE = 50_000  # far above the keys tf.distribute allocates (from 1)
+    INSTANCE_KEY_BASE = 500_000
+
+    def __init__(
+        self,
+        replica_devices: list[list[str]],
+        *,
+        worker: int = 0,
+        workers: int = 1,
+        communication: str = "ring",
+        strategy: tf.distribute.Strategy | None = None,
+    ):
+        self.replica_devices, self.worker, self.workers = replica_devices, worker, workers
+        self.communication, self.cluster_strategy = communication, strategy
+        self.strategy = tf.distribute.get_strategy()  # the default strategy: plain variables on explicit devices
+        self.name = "pipeline_multi_worker" if workers > 1 else "pipeline"
+        self._instance_keys: dict[tuple, int] = {}
+        self._any_flag = None
+
+    @property
+    def model_parallel_degree(self) -> int:
+        return len(self.replica_devices[0])
+
+    @property
+    def local_replicas(self) -> int:
+        return len(self.replica_devices)
+
+    @property
+    def num_replicas(self) -> int:
+        return self.workers * self.local_replicas
+
+    @property
+    def is_chief(self) -> bool:
+        return self.worker == 0
+
+    def scope(self):
+        return contextlib.nullcontext()
+
+    def after_first_step(self, variables: list) -> None:
+        """Nothing to do: the pipeline trainer broadcasts the chief's values before the first step."""
+
+    def any_worker(self, flag: bool) -> bool:
+        """Whether any worker passed True: a one-number all-reduce on stage 0's devices, called by every worker."""
+        if self.workers == 1:
+            return flag
+        if self._any_flag is None:
+            self._any_flag = tf.function(lambda value: self.all_reduce([value] * self.local_replicas, 0, "any")[0])
+        return float(self._any_flag(tf.constant(float(flag)))) > 0
+
+    def all_reduce(self, values: list[tf.Tensor], stage: int, name: str) -> list[tf.Tensor]:
+        """Sums ``values[r]`` (local replica r's tensor for stage ``stage``) over every replica of every worker.
+
+        Call inside a tf.function; every worker must make the same calls in the same order (the ``name`` picks
+        the collective's instance key, which must match across workers). Returns each replica's sum on its
+        stage device.
+        """
+        if self.num_replicas == 1:
+            return list(values)
+        # One instance key per (name, stage, shape): TensorFlow fixes an instance's shape at its first run.
+        signature = (name, stage, tuple(values[0].shape.as_list()))
+        key = self._instance_keys.setdefault(signature, self.INSTANCE_KEY_BASE + len(self._instance_keys))
+        summed = []
+        for devices, value in zip(self.replica_devices, values, strict=True):
+            with tf.device(devices[stage]):
+                summed.append(
+                    tf.raw_ops.CollectiveReduce(
+                        input=value,
+                        group_size=self.num_replicas,
+                        group_key=self.GROUP_KEY_BASE + stage,
+                        instance_key=key,
+                        merge_op="Add",
+                        final_op="Id",
+                        subdiv_offsets=[0],
+                        communication_hint=self.communication,
+                    )
+                )
+        return summed
+
+
+def pipeline_layout(kind: str, devices: int, model_parallel_degree: int) -> list[list[str]]:
+    """Consecutive devices form a replica's stages: 8 GPUs, K = 4 -> [[GPU:0 .. GPU:3], [GPU:4 .. GPU:7]]."""
+    names = [f"/{kind}:{i}" for i in range(devices)]
+    return [names[r : r + model_parallel_degree] for r in range(0, devices, model_parallel_degree)]
+
+
+def split_cpu(devices: int) -> int:
+    """Splits the CPU into ``devices`` logical devices (before TensorFlow initialises); returns how many there are."""
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    with contextlib.suppress(RuntimeError):  # already initialised: keep what there is
+        if len(tf.config.get_logical_device_configuration(cpu) or [None]) < devices:
+            tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * devices)
+    return len(tf.config.get_logical_device_configuration(cpu) or [None])
+
+
+def make_pipeline_engine(
+    engine: str,
+    *,
+    model_parallel_degree: int,
+    hosts: list[str],
+    current_host: str,
+    num_gpus: int,
+    env: Mapping[str, str] = os.environ,
+) -> PipelineEngine:
+    """The engine for model_parallel_degree K > 1; call before any other TensorFlow work in the process.
+
+    GPUs: this host's GPUs in groups of K. CPU only: the CPU is split into K logical devices (one replica per
+    host; useful for tests, not for speed). Several hosts (or TF_CONFIG): one worker per host, as for
+    ``multi_worker``. The Horovod API runs one process per device and cannot drive a K-device pipeline.
+    """
+    name = choose_engine(engine, hosts=hosts, num_gpus=num_gpus, env=env)
+    if name == "horovod":
+        raise ValueError(
+            f"model_parallel_degree {model_parallel_degree} needs one process driving {model_parallel_degree} "
+            "devices; the Horovod API runs one process per device: use engine auto or multi_worker"
+        )
+    gpus = len(tf.config.list_physical_devices("GPU"))
+    local = gpus if gpus else split_cpu(model_parallel_degree)
+    if local % model_parallel_degree:
+        raise ValueError(
+            f"model_parallel_degree {model_parallel_degree} does not divide this host's {local} "
+            f"{'GPUs' if gpus else 'logical CPUs'}"
+        )
+    replica_devices = pipeline_layout("GPU" if gpus else "CPU", local, model_parallel_degree)
+    communication = "nccl" if gpus else "ring"
+    if name != "multi_worker":
+        return PipelineEngine(replica_devices, communication=communication)
+    strategy, worker, workers = start_multi_worker(hosts, current_host, env, communication)
+    return PipelineEngine(
+        replica_devices, worker=worker, workers=workers, communication=communication, strategy=strategy
+    )

@@ -11,8 +11,13 @@ import tensorflow as tf
 from gpt.pipeline.model import PipelinedGPT
 
 from conftest import free_ports, while_loops
-from run.engines import PipelineEngine
-from run.pipeline_trainer import PipelineTrainer, build_pipeline_replicas
+from run.pipeline_trainer import (
+    PipelineEngine,
+    PipelineTrainer,
+    build_pipeline_replicas,
+    make_pipeline_engine,
+    pipeline_layout,
+)
 from run.trainer import PRECISIONS
 from run.trainer_test import T, build, default_engine
 
@@ -126,7 +131,7 @@ REPLICAS_SCRIPT = """
 import json, sys
 import numpy as np
 import tensorflow as tf
-from run.engines import split_cpu
+from run.pipeline_trainer import split_cpu
 assert split_cpu(4) == 4 and len(tf.config.list_logical_devices("CPU")) == 4  # initialised: conftest keeps it
 from run.pipeline_trainer_test import build_pipeline, build_single, random_batches
 
@@ -204,3 +209,32 @@ def test_every_loop_of_the_step_holds_one_pass_and_one_tick_at_a_time():
     step = trainer._compute.get_concrete_function(tf.TensorSpec(trainer.batch_shape, tf.int32))
     loops = while_loops(step)
     assert len(loops) >= 3 and all(parallel == 1 for _, parallel in loops), loops  # passes, forward, backward
+
+
+def test_pipeline_layout_groups_consecutive_devices():
+    assert pipeline_layout("GPU", 8, 4) == [[f"/GPU:{i}" for i in range(4)], [f"/GPU:{i}" for i in range(4, 8)]]
+    assert pipeline_layout("GPU", 8, 2)[3] == ["/GPU:6", "/GPU:7"]
+    assert pipeline_layout("CPU", 2, 2) == [["/CPU:0", "/CPU:1"]]
+
+
+@pytest.mark.usefixtures("two_logical_cpus")
+def test_pipeline_engine_on_this_hosts_devices():
+    engine = make_pipeline_engine(
+        "auto", model_parallel_degree=2, hosts=["algo-1"], current_host="algo-1", num_gpus=0, env={}
+    )
+    assert (engine.name, engine.replica_devices, engine.num_replicas, engine.is_chief) == (
+        "pipeline",
+        [["/CPU:0", "/CPU:1"]],
+        1,
+        True,
+    )
+    value = tf.constant([1.0, 2.0])
+    assert engine.all_reduce([value], 0, "x") == [value]  # one replica: nothing to sum
+    # TensorFlow is running with 2 logical CPUs: it cannot be split into 4 any more.
+    with pytest.raises(ValueError, match="model_parallel_degree 4 does not divide this host's 2 logical CPUs"):
+        make_pipeline_engine("auto", model_parallel_degree=4, hosts=["a"], current_host="a", num_gpus=0, env={})
+
+
+def test_pipeline_refuses_the_horovod_engine():
+    with pytest.raises(ValueError, match="the Horovod API runs one process per device"):
+        make_pipeline_engine("horovod", model_parallel_degree=2, hosts=["a"], current_host="a", num_gpus=8, env={})

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import signal
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from run.engines import Engine
 
 STOPPED_EXIT_CODE = 128 + signal.SIGTERM  # 143: what a shell reports for a process ended by SIGTERM
 
@@ -26,7 +30,7 @@ class StopSignal:
         >>> stop.restore()
     """
 
-    def __init__(self, engine):
+    def __init__(self, engine: Engine):
         self.engine = engine
         self.received_at: float | None = None
         self._previous = signal.signal(signal.SIGTERM, self._note)

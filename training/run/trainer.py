@@ -25,6 +25,8 @@ import numpy as np
 import tensorflow as tf
 from observe.metrics import Evaluation
 
+from run.engines import DataParallelEngine
+
 PRECISIONS = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 
 
@@ -39,9 +41,8 @@ class AdamW(keras.optimizers.AdamW):
 
         m ← m + (g - m)(1 - β1);  v ← v + (g² - v)(1 - β2);  w ← w - lr √(1 - β2ᵗ) / (1 - β1ᵗ) · m / (√v + ε)
 
-    one pass over (g, m, v, w) instead of Keras' nine element-wise operations, each a pass (the 4-layer bench
-    model's step, under the profiler: about 10 ms of optimizer operations -> 5 ms on this CPU, 3.7 ms of it the
-    Adam kernels; on a GPU, one kernel launch per variable instead of nine). Weight decay is Keras' decoupled
+    one pass over (g, m, v, w) instead of Keras' nine element-wise operations, each a pass (on a GPU, one kernel
+    launch per variable instead of nine; timings: training/README.md, "Measurements"). Weight decay is Keras' decoupled
     ``w ← w - lr λ w``, taken before the update as one product, ``w ← w (1 - lr λ)``, where Keras makes two
     products and a subtraction (three passes over w). The learning rate (a schedule), β1ᵗ, β2ᵗ and 1 - lr λ are
     computed once a step; Keras computes them for each variable (two powers and five casts each, and the whole
@@ -133,12 +134,12 @@ class StepResult:
 
 
 class Trainer:
-    """Runs training and evaluation steps of a model on an engine (see ``engines.py``).
+    """Runs training and evaluation steps of a model on a data-parallel engine (``engines.py``).
 
     Args:
         model: the GPT, created in ``engine.scope()``.
         optimizer: from ``make_optimizer``, created in ``engine.scope()``.
-        engine: a StrategyEngine or HorovodEngine.
+        engine: a ``DataParallelEngine`` (a StrategyEngine or HorovodEngine).
         accumulation_steps: micro-batches per optimizer step on each replica.
         micro_batch_size: sequences per micro-batch per replica.
         sequence_length: tokens per sequence (the model's context).
@@ -159,7 +160,7 @@ class Trainer:
         self,
         model: keras.Model,
         optimizer: AdamW,
-        engine,
+        engine: DataParallelEngine,
         *,
         accumulation_steps: int,
         micro_batch_size: int,
