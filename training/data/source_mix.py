@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from data.sequence_order import make_order
+
 PERIOD = 1 << 16  # slots of the layout: a weight's rounding costs at most 1 per 65,536 sequences
 
 
@@ -40,6 +42,28 @@ def slot_counts(weights: list[float], period: int = PERIOD) -> np.ndarray:
     if np.any(counts == 0):
         raise ValueError(f"a weight's share is below 1 / {period:,}: no sequence of it in {period:,}")
     return counts
+
+
+def check_weights(weights: dict[str, float], sources: list[str]) -> None:
+    """ValueError, one line naming ``source_weights``, unless ``weights`` names every source of the split's shards
+    (``sources``, one a shard) and no other."""
+    present = sorted(set(sources))
+    if present == [""]:
+        raise ValueError(
+            "source_weights: the train split's shards name no source (a corpus of one source): leave it empty"
+        )
+    unknown = sorted(set(weights) - set(present))
+    if unknown:
+        raise ValueError(
+            f"source_weights: {', '.join(unknown)} is no source of the train split (its sources: "
+            f"{', '.join(present)}): weight each of those once"
+        )
+    missing = [name or '""' for name in present if name not in weights]
+    if missing:
+        raise ValueError(
+            f"source_weights: the train split's source {', '.join(missing)} has no weight: weight every one of "
+            f"{', '.join(present)}"
+        )
 
 
 class MixedOrder:
@@ -87,3 +111,15 @@ class MixedOrder:
             local, records[here] = self.orders[s].locate(indices[here])
             files[here] = self.files[s][local]
         return files, records
+
+
+def mixed_order(sources: list[str], sequences: list[int], weights: dict[str, float], *, order: str, seed: int,
+                window: int) -> MixedOrder:  # fmt: skip
+    """The mix of files' sources (``sources``, ``sequences``: each file's source and records, files in the stream's
+    order) by ``weights``; each source's own stream the order ``order`` (``sequence_order.make_order``) of its files.
+    """
+    check_weights(weights, sources)
+    names = sorted(weights)
+    files = [[i for i, source in enumerate(sources) if source == name] for name in names]
+    orders = [make_order([sequences[i] for i in f], order, seed=seed, window=window) for f in files]
+    return MixedOrder(orders, files, [weights[name] for name in names])
