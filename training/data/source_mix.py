@@ -123,3 +123,16 @@ def mixed_order(sources: list[str], sequences: list[int], weights: dict[str, flo
     files = [[i for i, source in enumerate(sources) if source == name] for name in names]
     orders = [make_order([sequences[i] for i in f], order, seed=seed, window=window) for f in files]
     return MixedOrder(orders, files, [weights[name] for name in names])
+
+
+def mix_plan(
+    sources: list[str], sequences: list[int], weights: dict[str, float], run: int
+) -> list[tuple[str, float, int, float]]:
+    """(name, weight normalised, sequences it gives to the first ``run`` of the stream, epochs of its records they
+    are) of each source, by name; ``sources``, ``sequences`` as for ``mixed_order``."""
+    mix = mixed_order(sources, sequences, weights, order="permutation", seed=0, window=1)
+    names, shares = sorted(weights), mix.counts / PERIOD
+    return [
+        (name, float(shares[s]), int(n), int(n) / mix.orders[s].records)
+        for s, (name, n) in enumerate(zip(names, mix.sequences(run), strict=True))
+    ]

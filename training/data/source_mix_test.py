@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from data.sequence_order import PermutedOrder, SequenceOrder
-from data.source_mix import PERIOD, MixedOrder, slot_counts, window_bound
+from data.source_mix import PERIOD, MixedOrder, mix_plan, slot_counts, window_bound
 
 WINDOW = 1_000
 
@@ -77,3 +77,11 @@ def test_slots_round_by_largest_remainder_and_a_weight_too_small_for_one_slot_is
     assert slot_counts([0.7, 0.3]).sum() == PERIOD
     with pytest.raises(ValueError, match="below 1 / 65,536"):
         slot_counts([1.0, 1e-6])
+
+
+def test_the_plan_states_each_sources_share_sequences_and_epochs_over_the_run():
+    plan = mix_plan(["web", "code", "web"], [600, 10, 400], {"web": 1.0, "code": 3.0}, 4_000)
+    assert [name for name, *_ in plan] == ["code", "web"]
+    (_, code_share, code_seqs, code_epochs), (_, web_share, web_seqs, web_epochs) = plan
+    assert (code_share, web_share) == (0.75, 0.25) and (code_seqs, web_seqs) == (3_000, 1_000)
+    assert (code_epochs, web_epochs) == (300.0, 1.0)  # 10 records read 300 times; 1,000 records once

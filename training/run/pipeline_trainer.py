@@ -23,7 +23,6 @@ from contract.batch import pipeline_microbatches
 from gpt.loss import sparse_cross_entropy
 from gpt.pipeline.gpipe import gpipe_gradients
 from gpt.pipeline.model import PipelinedGPT, stage_of, variable_device
-from observe.metrics import Evaluation
 
 from run.engines import PipelineEngine
 from run.trainer import AdamW, Trainer, accumulate, make_optimizer
@@ -289,10 +288,10 @@ class PipelineTrainer(Trainer):
             self.sync_replicas()
         return super().train_step(batch)
 
-    def evaluate(self, dataset: tf.data.Dataset) -> Evaluation:
+    def evaluation_sums(self, dataset: tf.data.Dataset) -> np.ndarray:
         if not self._in_sync:
             self.sync_replicas()
-        return super().evaluate(dataset)
+        return super().evaluation_sums(dataset)
 
 
 def build_pipeline_replicas(engine: PipelineEngine, build_model, learning_rate, **optimizer_kwargs):
