@@ -1,5 +1,7 @@
 """End-to-end runs of train.py: as SageMaker starts it, killed and resumed, on two workers, and its guards."""
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -425,3 +427,19 @@ def test_a_mix_of_two_sources_trains_by_weight_and_reports_each_sources_validati
     assert figures["val_loss"] == pytest.approx(mean, abs=1e-4)
     report = (tmp_path / "tb" / "training-report.html").read_text()
     assert "Validation: code" in report and "Validation: mail" in report and "<td>whole split: mail</td>" in report
+
+
+def test_a_run_on_a_mix_resumed_from_its_checkpoint_continues_the_uninterrupted_losses(mixed_dataset_dir, tmp_path):
+    mix = ["--source_weights", "code=1,mail=4", "--eval_every", "0", "--sample_tokens", "0", "--hf_checkpoint", "False"]
+    mix += ["--decay_steps", "6", "--deterministic", "True", "--log_every", "1"]
+
+    def run(folder: str, steps: int) -> dict[int, str]:
+        with contextlib.redirect_stdout(io.StringIO()) as output:
+            code, failure = failing_run(mixed_dataset_dir, tmp_path / folder, *mix, "--max_steps", str(steps))
+        assert code == 0, failure
+        return losses(output.getvalue())
+
+    uninterrupted = run("whole", 6)
+    assert sorted(run("resumed", 3)) == [1, 2, 3]
+    resumed = run("resumed", 6)  # restores step 3's checkpoint: the mix continues at sequence 3 x 2
+    assert sorted(resumed) == [4, 5, 6] and resumed == {s: uninterrupted[s] for s in (4, 5, 6)}
