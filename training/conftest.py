@@ -75,8 +75,11 @@ def _corpus() -> list[str]:
     return [f.read_text(encoding="utf-8") for f in files]
 
 
-def write_dataset(root: Path, *, sequence_length: int = SEQUENCE_LENGTH, train_shards: int = 4) -> Path:
-    """Builds a dataset folder under ``root`` and returns it."""
+def write_dataset(
+    root: Path, *, sequence_length: int = SEQUENCE_LENGTH, train_shards: int = 4, sources: tuple[str, ...] = ()
+) -> Path:
+    """Builds a dataset folder under ``root`` and returns it; ``sources``: shard n of each split is of source
+    ``sources[n % len(sources)]`` (a mix; none: one source, ``""``)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     root.mkdir(parents=True, exist_ok=True)
@@ -125,7 +128,12 @@ def write_dataset(root: Path, *, sequence_length: int = SEQUENCE_LENGTH, train_s
                     writer.write(b"".join(t.to_bytes(2, "little") for t in row))
             manifest.shards.append(
                 token_shards.ShardInfo(
-                    relative, split, len(part), len(part) * record, token_shards.sha256_of(root / relative)
+                    relative,
+                    split,
+                    len(part),
+                    len(part) * record,
+                    token_shards.sha256_of(root / relative),
+                    source=sources[n % len(sources)] if sources else "",
                 )
             )
     token_shards.write_manifest_part(root, "algo-1", manifest)
@@ -136,6 +144,12 @@ def write_dataset(root: Path, *, sequence_length: int = SEQUENCE_LENGTH, train_s
 def dataset_dir(tmp_path_factory) -> Path:
     """A read-only tiny dataset shared by the whole session."""
     return write_dataset(tmp_path_factory.mktemp("dataset") / "tokens")
+
+
+@pytest.fixture(scope="session")
+def mixed_dataset_dir(tmp_path_factory) -> Path:
+    """The tiny dataset as a mix of two sources: shards 0 and 2 of "code", 1 and 3 of "mail" (validation: 0, 1)."""
+    return write_dataset(tmp_path_factory.mktemp("mixed") / "tokens", sources=("code", "mail"))
 
 
 def free_ports(n: int) -> list[int]:

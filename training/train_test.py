@@ -1,5 +1,7 @@
 """End-to-end runs of train.py: as SageMaker starts it, killed and resumed, on two workers, and its guards."""
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -343,6 +345,7 @@ def failing_run(dataset_dir, tmp_path, *extra) -> tuple[int, str]:
         (["--vocab_size", "100"], "vocabulary mismatch: vocab_size 100 is smaller than the tokenizer's 384"),
         (["--global_batch_tokens", "100"], "expected a multiple of micro_batch_size x sequence_length x replicas"),
         (["--validation_dir", "/nonexistent"], "the validation channel /nonexistent does not exist"),
+        (["--source_weights", "web=1"], "source_weights: the train split's shards name no source"),
     ],
 )
 def test_bad_configurations_fail_before_compute_with_a_failure_file(dataset_dir, tmp_path, extra, message):
@@ -389,3 +392,49 @@ def test_a_diverging_loss_stops_training_and_leaves_only_finite_checkpoints(data
         if np.issubdtype(np.asarray(value).dtype, np.floating):
             assert np.isfinite(value).all(), name
     assert not (tmp_path / "model").exists()
+
+
+def test_a_mix_of_two_sources_trains_by_weight_and_reports_each_sources_validation(mixed_dataset_dir, tmp_path, capsys):
+    code, failure = failing_run(mixed_dataset_dir, tmp_path, "--source_weights", "code=1")
+    assert (
+        code == 1
+        and "source_weights: the train split's source mail has no weight: weight every one of code, mail" in failure
+    )
+    capsys.readouterr()
+    args = ["--source_weights", "mail=1,code=3", "--max_steps", "4", "--eval_every", "2", "--eval_batches", "2"]
+    args += ["--sample_tokens", "0", "--hf_checkpoint", "False", "--tensorboard_dir", str(tmp_path / "tb")]
+    code, failure = failing_run(mixed_dataset_dir, tmp_path, *args)
+    output = capsys.readouterr().out
+    assert code == 0, failure + output
+    # 4 steps of 2 sequences: 6 of code (of its 1,985 records), 2 of mail (of 1,984)
+    assert "weight_code=0.7500 sequences_code=6 epochs_code=0.003 weight_mail=0.2500 sequences_mail=2 " in output
+    valid = [line for line in output.splitlines() if line.startswith("[valid]")]
+    assert len(valid) == 2, output
+    for line in valid:
+        figures = dict(re.findall(r"(\w+)=(\S+)", line))
+        assert {f"{k}_{s}" for k in ("val_loss", "val_bpb", "val_bpb_se") for s in ("code", "mail")} <= figures.keys()
+        assert figures["val_bpb_code"] != figures["val_bpb_mail"] and float(figures["val_bpb_se_mail"]) > 0
+    (split,) = [line for line in output.splitlines() if line.startswith("[valid_split]")]
+    figures = {k: float(v) for k, v in re.findall(r"(\w+)=([-\d.]+)", split)}
+    # The whole split is the sources' sequences together: 221 of code, 220 of mail, each once.
+    assert figures["sequences"] == 441
+    mean = (221 * figures["val_loss_code"] + 220 * figures["val_loss_mail"]) / 441
+    assert figures["val_loss"] == pytest.approx(mean, abs=1e-4)
+    report = (tmp_path / "tb" / "training-report.html").read_text()
+    assert "Validation: code" in report and "Validation: mail" in report and "<td>whole split: mail</td>" in report
+
+
+def test_a_run_on_a_mix_resumed_from_its_checkpoint_continues_the_uninterrupted_losses(mixed_dataset_dir, tmp_path):
+    mix = ["--source_weights", "code=1,mail=4", "--eval_every", "0", "--sample_tokens", "0", "--hf_checkpoint", "False"]
+    mix += ["--decay_steps", "6", "--deterministic", "True", "--log_every", "1"]
+
+    def run(folder: str, steps: int) -> dict[int, str]:
+        with contextlib.redirect_stdout(io.StringIO()) as output:
+            code, failure = failing_run(mixed_dataset_dir, tmp_path / folder, *mix, "--max_steps", str(steps))
+        assert code == 0, failure
+        return losses(output.getvalue())
+
+    uninterrupted = run("whole", 6)
+    assert sorted(run("resumed", 3)) == [1, 2, 3]
+    resumed = run("resumed", 6)  # restores step 3's checkpoint: the mix continues at sequence 3 x 2
+    assert sorted(resumed) == [4, 5, 6] and resumed == {s: uninterrupted[s] for s in (4, 5, 6)}

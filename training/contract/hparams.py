@@ -20,6 +20,7 @@ import difflib
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -128,6 +129,34 @@ def recompute_mode(value: str | bool) -> str:
         raise ValueError(f"recompute: {shown(value)} is not valid; expected one of {expected}") from None
 
 
+SOURCE_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")  # a source of a mix (the Plan step checks the same)
+
+
+def source_weights(text: str) -> dict[str, float]:
+    """``source_weights`` as {name: weight}, names sorted; "" = no mix. Names are ``SOURCE_NAME`` each once, and
+    neither ``se`` nor ``se-...`` (``val_bpb_se_<name>`` would read as another metric); weights positive finite.
+
+    Example:
+        >>> source_weights("web=0.7,code=0.3")
+        {'code': 0.3, 'web': 0.7}
+    """
+    weights: dict[str, float] = {}
+    for pair in filter(None, (p.strip() for p in text.strip().strip('"').split(","))):
+        name, _, weight = (part.strip() for part in pair.partition("="))
+        value = float(weight)  # ValueError for a missing or non-numeric weight
+        if not SOURCE_NAME.fullmatch(name) or name == "se" or name.startswith("se-") or name in weights:
+            raise ValueError(name)
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(weight)
+        weights[name] = value
+    return dict(sorted(weights.items()))
+
+
+def _source_weights_text(text: str) -> str:
+    source_weights(text)
+    return text
+
+
 def xla_setting(value: str | bool) -> str | bool:
     """``use_xla``: "auto" or a boolean (``run/parallelism.py``'s ``use_xla`` decides auto)."""
     text = value if isinstance(value, bool) else str(value).strip().strip('"').lower()
@@ -138,6 +167,11 @@ BOOLEAN = Kind(str2bool, "a boolean (True/False)")
 XLA = Kind(xla_setting, "auto or a boolean (True/False)")
 RECOMPUTE = Kind(recompute_mode, f"one of {', '.join(RECOMPUTE_MODES)} (true = full, false = none)")
 TEXT = Kind(_text, "a string that does not start with '-'")
+SOURCE_WEIGHTS = Kind(
+    _source_weights_text,
+    "name=weight pairs separated by commas, e.g. web=0.7,code=0.3: each name once, of a-z, 0-9 and '-' (at most "
+    "32, not se or se-...), each weight a positive finite number",
+)
 # A folder in SageMaker's container: SageMaker and the workflow choose these, an execution's input may not.
 PATH = Kind(_text, "a path")
 BIG = 10**12  # steps and step counts: no run comes near
@@ -221,6 +255,13 @@ SCHEMA: tuple[Hyperparameter, ...] = (
         "permutation",
         "each epoch a full random permutation of the sequences, or 64-record blocks permuted and shuffled in windows "
         "of shuffle_buffer (data/sequence_order.py)",
+    ),
+    H(
+        "source_weights",
+        SOURCE_WEIGHTS,
+        "",
+        "a mix of the train split's sources, e.g. web=0.7,code=0.3 (normalised; every source of the split named): "
+        'each source read in its share of the sequences (data/source_mix.py); "" = every record in its share',
     ),
     H(
         "shuffle_buffer",

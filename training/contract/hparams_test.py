@@ -9,6 +9,7 @@ from contract.hparams import (
     _decode,
     check_hyperparameters,
     parse_args,
+    source_weights,
     str2bool,
 )
 
@@ -145,3 +146,24 @@ def test_use_xla_is_auto_or_a_boolean():
         True,
         False,
     ]
+
+
+def test_source_weights_parse_sorted_by_name_and_empty_is_no_mix():
+    assert source_weights(parse_args(["--source_weights", "web=0.7, code-2=0.3"], {}).source_weights) == {
+        "code-2": 0.3,
+        "web": 0.7,
+    }
+    assert source_weights(parse_args([], {}).source_weights) == {}
+    assert check_hyperparameters({"source_weights": "a=1,b=3"}) == {"source_weights": "a=1,b=3"}
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["web", "web=", "web=0", "web=-1", "web=nan", "web=inf", "Web=1", "-web=1", "a=1,a=2", "se=1", "se-x=1",
+     "a" * 33 + "=1", "web=x"],
+)  # fmt: skip
+def test_bad_source_weights_are_refused_in_one_line_naming_the_field(value):
+    with pytest.raises(HyperparameterError) as error:
+        check_hyperparameters({"source_weights": value})
+    message = str(error.value)
+    assert message.startswith("source_weights: ") and "name=weight pairs" in message and "\n" not in message

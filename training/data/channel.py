@@ -29,6 +29,7 @@ import tensorflow as tf
 
 from data import token_shards
 from data.sequence_order import make_order
+from data.source_mix import mixed_order
 
 # Shard files kept open between reads (all closed when more are needed). A permuted step reads from nearly as many
 # files as it has sequences: 1,024 keeps every shard of a 1 TiB split of 1 GiB shards open (within `ulimit -n`).
@@ -52,6 +53,15 @@ class Channel:
     @property
     def tokenizer_path(self) -> Path:
         return self.root / token_shards.TOKENIZER_FILE
+
+    @property
+    def sources(self) -> list[str]:
+        """The sources its shards name, sorted ([""] for a corpus of one source)."""
+        return sorted({shard.source for shard in self.shards})
+
+    def of_source(self, source: str) -> Channel:
+        """The split of one source: its shards only."""
+        return dataclasses.replace(self, shards=[shard for shard in self.shards if shard.source == source])
 
 
 def open_channel(path: str | Path | None, split: str) -> Channel:
@@ -85,10 +95,13 @@ class SequenceStream:
         local_batch: sequences this worker reads per step; the global batch is ``local_batch * workers``.
         worker, workers: this worker's index and the number of workers.
         order, seed, window: the order (``sequence_order.make_order``: "permutation", "blocks" or "files").
+        source_weights: {source: weight}: a mix of the channel's sources (``source_mix``), each in that order;
+            empty: every record in that order.
     """
 
     def __init__(self, channel: Channel, *, take_tokens: int, local_batch: int, worker: int, workers: int,
-                 order: str, seed: int = 0, window: int = 1):  # fmt: skip
+                 order: str, seed: int = 0, window: int = 1,
+                 source_weights: dict[str, float] | None = None):  # fmt: skip
         manifest = channel.manifest
         shards = sorted(channel.shards, key=lambda shard: shard.file)
         self.paths = [channel.root / shard.file for shard in shards]
@@ -97,7 +110,12 @@ class SequenceStream:
         for shard, path in zip(shards, self.paths, strict=True):
             if path.stat().st_size != shard.sequences * (self.data_bytes + token_shards.FRAMING_BYTES):
                 raise DataError(f"{path} does not hold {shard.sequences} records of {manifest.record_tokens} tokens")
-        self.order = make_order([shard.sequences for shard in shards], order, seed=seed, window=window)
+        sizes = [shard.sequences for shard in shards]
+        if source_weights:
+            self.order = mixed_order([shard.source for shard in shards], sizes, source_weights, order=order,
+                                     seed=seed, window=window)  # fmt: skip
+        else:
+            self.order = make_order(sizes, order, seed=seed, window=window)
         self.take_tokens, self.local_batch, self.worker, self.workers = take_tokens, local_batch, worker, workers
         self.records_read = 0
         self._files: dict[int, object] = {}
@@ -168,6 +186,7 @@ def token_dataset(
     seed: int = 0,
     shuffle_buffer: int = 1024,
     start_sequence: int = 0,
+    source_weights: dict[str, float] | None = None,
 ) -> tf.data.Dataset:
     """An endless dataset of token batches shaped ``batch_shape + (sequence_length + 1,)``.
 
@@ -181,6 +200,7 @@ def token_dataset(
         seed: the order's seed.
         shuffle_buffer: records shuffled together (the window of the "blocks" order).
         start_sequence: global index of the first sequence of the first global batch (resume).
+        source_weights: {source: weight} of a mix (``source_mix``); empty: every record in its share.
 
     Example:
         >>> ds = token_dataset(open_channel("/data", "train"), sequence_length=1024, batch_shape=(1, 4, 8))
@@ -191,7 +211,7 @@ def token_dataset(
     shape = (*batch_shape, sequence_length + 1)
     stream = SequenceStream(
         channel, take_tokens=sequence_length + 1, local_batch=math.prod(batch_shape), worker=worker,
-        workers=workers, order=order, seed=seed, window=shuffle_buffer,
+        workers=workers, order=order, seed=seed, window=shuffle_buffer, source_weights=source_weights,
     )  # fmt: skip
 
     def elements() -> Iterator[np.ndarray]:

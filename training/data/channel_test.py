@@ -40,12 +40,12 @@ def test_same_seed_same_order_and_a_start_resumes_the_stream(dataset_dir, order)
     assert not np.array_equal(np.stack(full), np.stack(first(6, seed=6)))
 
 
-def global_batches(channel, workers: int, start: int, steps: int, order: str) -> np.ndarray:
+def global_batches(channel, workers: int, start: int, steps: int, order: str, source_weights=None) -> np.ndarray:
     """[steps, 8 sequences, 9 tokens]: every worker's element of each step, workers in order."""
     per_worker = 8 // workers  # one replica per worker, micro-batches of 2, accumulation to 8 sequences
     datasets = [
         token_dataset(channel, sequence_length=8, batch_shape=(1, per_worker // 2, 2), worker=w, workers=workers,
-                      order=order, seed=7, shuffle_buffer=16, start_sequence=start)
+                      order=order, seed=7, shuffle_buffer=16, start_sequence=start, source_weights=source_weights)
         for w in range(workers)
     ]  # fmt: skip
     steps_seen = zip(*(ds.take(steps) for ds in datasets), strict=True)
@@ -64,6 +64,42 @@ def test_the_global_batch_of_a_step_does_not_depend_on_the_number_of_workers(dat
         np.testing.assert_array_equal(resumed, uninterrupted[5:])
     rows = {r.tobytes() for r in uninterrupted.reshape(-1, 9)}
     assert len(rows) > 60  # distinct sequences: workers did not read the same ones
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_a_mix_reads_each_source_by_its_weight_and_resumes_and_resizes_as_one_stream(mixed_dataset_dir, order):
+    channel = open_channel(mixed_dataset_dir, "train")  # two sources of 1,985 and 1,984 records
+    weights = {"code": 0.9, "mail": 0.1}
+    stream = SequenceStream(channel, take_tokens=9, local_batch=8, worker=0, workers=1, order=order, seed=7,
+                            window=16, source_weights=weights)  # fmt: skip
+    files, records = stream.order.locate(np.arange(3_000))
+    source_of_file = [shard.source for shard in sorted(channel.shards, key=lambda shard: shard.file)]
+    sources = [source_of_file[f] for f in files.tolist()]
+    for start in range(0, 3_000, 1_000):  # each 1,000: 900 +- 2.815 of code (source_mix.window_bound)
+        assert abs(sources[start : start + 1_000].count("code") - 900) <= 2.815
+    read = list(zip(sources, files.tolist(), records.tolist(), strict=True))
+    code, mail = [r for r in read if r[0] == "code"], [r for r in read if r[0] == "mail"]
+    assert len(set(code)) == 1_985 < len(code) == 2_700  # the heavy source repeats: every record, then again
+    assert len(set(mail)) == len(mail) == 300  # the light one is subsampled, no record twice
+    uninterrupted = global_batches(channel, workers=2, start=0, steps=9, order=order, source_weights=weights)
+    np.testing.assert_array_equal(uninterrupted.reshape(-1, 9), stream.read(np.arange(72)))
+    for workers in (1, 2, 4):  # checkpointed after step 5, resumed on 1, 2 and 4 workers: the same stream
+        resumed = global_batches(channel, workers=workers, start=40, steps=4, order=order, source_weights=weights)
+        np.testing.assert_array_equal(resumed, uninterrupted[5:9])
+    plain = global_batches(channel, workers=1, start=0, steps=9, order=order)
+    assert not np.array_equal(plain, uninterrupted)
+
+
+def test_a_mix_naming_sources_the_split_does_not_have_is_refused_in_one_line(dataset_dir, mixed_dataset_dir):
+    mixed = open_channel(mixed_dataset_dir, "train")
+    for weights, message in [
+        ({"code": 1, "web": 1, "mail": 1}, "source_weights: web is no source of the train split"),
+        ({"code": 1}, "source_weights: the train split's source mail has no weight"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            token_dataset(mixed, sequence_length=8, batch_shape=(2,), source_weights=weights)
+    with pytest.raises(ValueError, match="source_weights: the train split's shards name no source"):
+        token_dataset(open_channel(dataset_dir, "train"), sequence_length=8, batch_shape=(2,), source_weights={"a": 1})
 
 
 @pytest.mark.parametrize("order", ORDERS)

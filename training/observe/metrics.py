@@ -4,6 +4,8 @@
             left   (after the metrics, for people: the steps since the first at their pace so far)
     [valid] step=120 val_loss=4.2000 val_loss_se=0.0310 val_ppl=66.69 sequences=256 val_bpb=1.2345 val_bpb_se=0.0100
     [valid_split] step=250 val_loss=4.1500 ... sequences=1122 val_bpb=...  (the whole split, at the end)
+            a split of several sources (a mix) adds each one's: val_loss_<source>=4.3000 val_bpb_<source>=1.3000
+            val_bpb_se_<source>=0.0200 (a '-' of the name written '_')
     [health] step=120 input_wait_pct=38.2 compute_pct=55.1 sync_pct=6.7 step_s=0.512 grad_norm=1.23 skipped=0 ...
 
 ``val_loss`` is the mean token loss of the sequences evaluated and ``val_loss_se`` its standard error over them:
@@ -74,13 +76,15 @@ def duration(seconds: float) -> str:
 @dataclasses.dataclass(frozen=True)
 class Evaluation:
     """The mean token loss of evaluated sequences (each of the same length), its standard error, their number,
-    and bits per byte with its standard error (None where the bytes of the tokens were not known)."""
+    and bits per byte with its standard error (None where the bytes of the tokens were not known); for a split of
+    several sources, each source's own (``sources``, by name)."""
 
     loss: float
     standard_error: float
     sequences: int
     bits_per_byte: float | None = None
     bits_per_byte_se: float | None = None
+    sources: dict[str, Evaluation] = dataclasses.field(default_factory=dict)  # each source's, for a mix
 
     @classmethod
     def from_sums(cls, total: float, squares: float, count: float, *byte_sums: float) -> Evaluation:
@@ -108,7 +112,17 @@ def valid_line(step: int, evaluation: Evaluation, tag: str = "valid") -> str:
     )
     if e.bits_per_byte is not None:
         line += f" val_bpb={e.bits_per_byte:.4f} val_bpb_se={e.bits_per_byte_se:.4f}"
+    for source, s in e.sources.items():
+        key = metric_key(source)
+        line += f" val_loss_{key}={s.loss:.4f}"
+        if s.bits_per_byte is not None:
+            line += f" val_bpb_{key}={s.bits_per_byte:.4f} val_bpb_se_{key}={s.bits_per_byte_se:.4f}"
     return line
+
+
+def metric_key(source: str) -> str:
+    """A source's name as it ends a metric's key: ``web-2`` -> ``web_2``."""
+    return source.replace("-", "_")
 
 
 def emit(line: str) -> None:

@@ -4,6 +4,7 @@ The definitions are infra's (``infra/plan_step/metric_definitions.py``), read he
 imports infra.
 """
 
+import dataclasses
 import math
 import re
 import runpy
@@ -113,6 +114,17 @@ def test_valid_line_carries_bits_per_byte_to_its_metrics():
         1.2,
         0.004,
     )
+
+
+def test_valid_line_carries_each_sources_figures_beside_the_splits_and_they_leave_its_metrics_as_they_were():
+    web, code = Evaluation(4.3, 0.05, 128, 1.31, 0.021), Evaluation(3.9, 0.04, 128)  # code: bytes unknown
+    overall = Evaluation(4.2, 0.031, 256, 1.23456, 0.0123)
+    line = valid_line(120, dataclasses.replace(overall, sources={"web-2": web, "code": code}))
+    assert line == (
+        valid_line(120, overall) + " val_loss_web_2=4.3000 val_bpb_web_2=1.3100 val_bpb_se_web_2=0.0210"
+        " val_loss_code=3.9000"
+    )
+    assert parse(line) == parse(valid_line(120, overall))  # the split's metrics read as before
 
 
 def test_perplexity_does_not_overflow():

@@ -127,7 +127,7 @@ class RunObserver:
 
     def validated(self, step: int, evaluation: Evaluation) -> None:
         self.validation.append((step, evaluation))
-        self.tensorboard.validation(step, evaluation.loss)
+        self.tensorboard.validation(step, evaluation.loss, {s: e.loss for s, e in evaluation.sources.items()})
 
     def validated_split(self, step: int, evaluation: Evaluation) -> None:
         self.split = step, evaluation

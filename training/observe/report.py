@@ -2,8 +2,9 @@
 
 Plots of the logging windows on axes ticked at round values (loss with the tokens seen along the top and
 validation loss with ±1 standard-error bars, tokens/s and MFU, the split of step time, learning rate, gradient
-norm), the last validation figures with their standard errors (the fixed sample, and the whole split at the
-end), and each health rule's verdict with its numbers and what to change.
+norm), for a split of several sources a chart of each source's validation bits per byte (its loss where the
+bytes are unknown), the last validation figures with their standard errors (the fixed sample, and the whole split at
+the end; each source's beneath), and each health rule's verdict with its numbers and what to change.
 """
 
 from __future__ import annotations
@@ -128,6 +129,11 @@ def validation_table(validation: list[tuple[int, Evaluation]], split: tuple[int,
     """The last evaluation of the fixed sample and the whole split's: loss ± standard error, perplexity."""
     rows = [("sample", *validation[-1])] if validation else []
     rows += [("whole split", *split)] if split else []
+    rows = [
+        row
+        for name, step, e in rows
+        for row in [(name, step, e), *((f"{name}: {s}", step, v) for s, v in e.sources.items())]
+    ]
     cells = "".join(
         f"<tr><td>{name}</td><td>{step}</td><td>{e.sequences:,}</td><td>{e.loss:.4f} ± {e.standard_error:.4f}</td>"
         f"<td>{perplexity(e.loss):.2f}</td><td>{_bits_per_byte(e)}</td></tr>"
@@ -139,6 +145,20 @@ def validation_table(validation: list[tuple[int, Evaluation]], split: tuple[int,
         if rows
         else ""
     )
+
+
+def source_charts(validation: list[tuple[int, Evaluation]]) -> list[str]:
+    """One chart per source of a mix: its validation bits per byte ± standard error (loss where bytes are unknown)."""
+    names = sorted({name for _, e in validation for name in e.sources})
+    charts = []
+    for name in names:
+        figures = [(step, e.sources[name]) for step, e in validation if name in e.sources]
+        if all(f.bits_per_byte is not None for _, f in figures):
+            points = {"bits per byte ± s.e.": [(step, f.bits_per_byte, f.bits_per_byte_se) for step, f in figures]}
+        else:
+            points = {"loss ± s.e.": [(step, f.loss, f.standard_error) for step, f in figures]}
+        charts.append(line_chart(f"Validation: {name}", points))
+    return charts
 
 
 def render(
@@ -166,6 +186,7 @@ def render(
         ),
         line_chart("Learning rate", {"learning rate": _series(windows, "learning_rate")}),
         line_chart("Gradient norm (before clipping)", {"grad norm": _series(windows, "grad_norm")}),
+        *source_charts(validation),
     ]
     rows = "".join(
         f'<tr><td>{html.escape(v.rule)}</td><td class="{v.status}">{v.status}</td><td>{html.escape(v.finding)}</td>'

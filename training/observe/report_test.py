@@ -55,3 +55,18 @@ def test_loss_chart_has_a_tokens_axis_and_validation_error_bars():
     assert ">tokens</text>" in loss_chart and ">80k</text>" in loss_chart  # 20 steps x 4096 tokens = 81,920
     assert loss_chart.count('class="error-bar"') == 2 and text.count('class="error-bar"') == 2
     assert ">tokens</text>" not in render("r", [window(10, 5)], validation, [])
+
+
+def test_a_mix_gets_a_chart_and_table_rows_per_source():
+    def mixed(step, web_bpb):
+        sources = {"web": Evaluation(4.6, 0.06, 32, web_bpb, 0.02), "code": Evaluation(3.1, 0.05, 32)}
+        return step, Evaluation(4.5, 0.04, 64, 1.2, 0.01, sources)
+
+    validation = [mixed(10, 1.4), mixed(20, 1.3)]
+    text = render("r", [window(10, 5), window(20, 4)], validation, [], (20, validation[-1][1]))
+    charts = text.split("<svg")[1:]
+    assert len(charts) == 8 and "Validation: code" in charts[6] and "Validation: web" in charts[7]
+    assert ">bits per byte ± s.e.</text>" in charts[7] and charts[7].count('class="error-bar"') == 2
+    assert ">loss ± s.e.</text>" in charts[6]  # code's bytes unknown: its loss
+    assert "<td>sample: web</td><td>20</td><td>32</td><td>4.6000 ± 0.0600</td><td>99.48</td><td>1.3000 ± 0.0200" in text
+    assert "<td>whole split: code</td><td>20</td><td>32</td><td>3.1000 ± 0.0500</td>" in text

@@ -58,8 +58,11 @@ class TensorBoardLog:
                     scalar(field.name, float(value))
         self._train.flush()
 
-    def validation(self, step: int, loss: float) -> None:
+    def validation(self, step: int, loss: float, sources: dict[str, float] | None = None) -> None:
+        """The split's validation loss and, for a mix, each source's (``loss_<source>``)."""
         if self.dir:
             with self._valid.as_default(step=step):
                 scalar("loss", loss)
+                for source, source_loss in (sources or {}).items():
+                    scalar(f"loss_{source}", source_loss)
             self._valid.flush()

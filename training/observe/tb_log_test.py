@@ -22,6 +22,9 @@ def test_windows_and_validation_are_written_as_scalars(tmp_path):
     assert scalars(tmp_path / "train")[("loss", 10)] == 5.5
     assert scalars(tmp_path / "train")[("input_share", 10)] == pytest.approx(0.1)
     assert scalars(tmp_path / "validation") == {("loss", 10): 5.75}
+    log.validation(20, 5.5, {"web": 5.25, "code-2": 6.0})
+    assert scalars(tmp_path / "validation") == {("loss", 10): 5.75, ("loss", 20): 5.5, ("loss_web", 20): 5.25,
+                                                ("loss_code-2", 20): 6.0}  # fmt: skip
 
 
 def test_nothing_is_written_without_a_folder(tmp_path, monkeypatch):

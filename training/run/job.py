@@ -4,6 +4,7 @@ Checks, in order, each a clear ``JobError`` before any TensorFlow work:
     the train channel (and validation, when evaluating) exists and holds sequences
     the tokenizer matches the manifest's vocabulary, and the model's vocabulary holds it
     the sequence length fits in the shards' records
+    source_weights names every source of the train split and no other
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import dataclasses
 import json
 import os
 
+from contract.hparams import source_weights
 from data.channel import Channel, open_channel
+from data.source_mix import check_weights
 from tokenizers import Tokenizer
 
 
@@ -34,6 +37,11 @@ class Inputs:
 def check_inputs(args) -> Inputs:
     """Channels, tokenizer, vocabulary and sequence length (no TensorFlow)."""
     train = open_channel(args.train_dir, "train")
+    if args.source_weights:
+        try:
+            check_weights(source_weights(args.source_weights), train.sources)
+        except ValueError as error:
+            raise JobError(str(error)) from None
     validation = None
     if args.eval_every > 0:
         validation = open_channel(args.validation_dir or train.root, "validation")

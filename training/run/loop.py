@@ -5,6 +5,7 @@ Only the chief (worker 0) prints metric lines, writes checkpoints and exports; e
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import time
@@ -14,14 +15,24 @@ import keras
 import numpy as np
 import tensorflow as tf
 from contract.batch import accumulation_steps, global_batch
+from contract.hparams import source_weights
 from contract.presets import Preset, flops_per_token, get_shape
 from contract.recipe import Recipe, RecipeError, run_recipe
 from data import token_shards
-from data.channel import evaluation_dataset, token_dataset
+from data.channel import Channel, evaluation_dataset, token_dataset
+from data.source_mix import mix_plan
 from export.hugging_face import HF_DIR, export_hf
 from export.saved_model import export, float32_copy
 from gpt.model import padded_vocab
-from observe.metrics import device_peak_tflops, emit, model_flops_utilisation, train_line, valid_line
+from observe.metrics import (
+    Evaluation,
+    device_peak_tflops,
+    emit,
+    metric_key,
+    model_flops_utilisation,
+    train_line,
+    valid_line,
+)
 from observe.observer import RunObserver
 from pile.bpe import token_byte_lengths
 
@@ -75,6 +86,7 @@ class TrainingRun:
     def __init__(self, args, env):
         self.args = args
         self.inputs = check_inputs(args)  # before any compute
+        self.source_weights = source_weights(args.source_weights)  # {} = no mix
         configure_tensorflow(args)
         self.parallelism = parallelism.for_run(args)  # data parallel or pipelined: all that differs is there
         self.engine = self._engine(env)
@@ -186,6 +198,8 @@ class TrainingRun:
         # The data order depends on these, not on the number of workers (data/channel.py).
         data = {"order": self.args.data_order, "seed": self.args.seed, "shuffle_buffer": self.args.shuffle_buffer}
         data.update(global_batch_sequences=self.global_batch_tokens // self.sequence_length)
+        if self.source_weights:
+            data["source_weights"] = self.source_weights
         return {"model": model, "data": data}
 
     def log(self, line: str) -> None:
@@ -203,18 +217,53 @@ class TrainingRun:
             seed=self.args.seed,
             shuffle_buffer=self.args.shuffle_buffer,
             start_sequence=self.checkpointer.start_sequence,
+            source_weights=self.source_weights,
         )
 
-    def validation_dataset(self, batches: int | None) -> tf.data.Dataset:
-        """``batches`` batches per replica of the split's fixed sample; None: the whole split."""
+    def mix_fields(self) -> str:
+        """The [config] line's mix: each source's weight, sequences over the run and epochs of its train split."""
+        if not self.source_weights:
+            return ""
+        shards = sorted(self.inputs.train.shards, key=lambda shard: shard.file)
+        run = self.args.max_steps * (self.global_batch_tokens // self.sequence_length)
+        plan = mix_plan([s.source for s in shards], [s.sequences for s in shards], self.source_weights, run)
+        return "".join(
+            f" weight_{metric_key(name)}={weight:.4f} sequences_{metric_key(name)}={sequences} "
+            f"epochs_{metric_key(name)}={epochs:.3f}"
+            for name, weight, sequences, epochs in plan
+        )
+
+    def validation_dataset(self, batches: int | None, channel: Channel | None = None) -> tf.data.Dataset:
+        """``batches`` batches per replica of the split's (or ``channel``'s) fixed sample; None: all of it."""
         return evaluation_dataset(
-            self.inputs.validation,
+            channel or self.inputs.validation,
             sequence_length=self.sequence_length,
             batch_shape=(self.engine.local_replicas, self.args.micro_batch_size),
             worker=self.engine.worker,
             workers=self.engine.workers,
             batches=batches,
         )
+
+    def validation_datasets(self, batches: int | None) -> dict[str, tf.data.Dataset]:
+        """The split's (key "") and, when its shards are of several sources, each source's apart, ``batches``
+        batches per replica of each one's sample; None: every sequence once, the split's then the sources' together.
+        """
+        channel = self.inputs.validation
+        sources = channel.sources if len(channel.sources) > 1 and "" not in channel.sources else []
+        datasets = {} if batches is None and sources else {"": self.validation_dataset(batches)}
+        datasets.update({name: self.validation_dataset(batches, channel.of_source(name)) for name in sources})
+        return datasets
+
+    def evaluate(self, datasets: dict[str, tf.data.Dataset]) -> Evaluation:
+        """The figures of ``validation_datasets``: the split's (from its sources' sums when not read apart) with
+        each source's; a split of one named source is that source's."""
+        sums = {name: self.trainer.evaluation_sums(dataset) for name, dataset in datasets.items()}
+        whole = sums.pop("") if "" in sums else np.sum(list(sums.values()), axis=0)
+        evaluation = Evaluation.from_sums(*whole)
+        sources = {name: Evaluation.from_sums(*s) for name, s in sums.items()}
+        if not sources and self.inputs.validation.sources != [""]:
+            sources = {self.inputs.validation.sources[0]: evaluation}
+        return dataclasses.replace(evaluation, sources=sources)
 
     def train(self) -> None:
         a, trainer = self.args, self.trainer
@@ -225,9 +274,10 @@ class TrainingRun:
             f"start_step={self.start_step} max_steps={a.max_steps} warmup_steps={self.recipe.warmup_steps} "
             f'decay_steps={self.recipe.decay_steps} departs_from_recipe="{self.recipe.describe()}"'
             + self.parallelism.describe(self.model, trainer)
+            + self.mix_fields()
         )
         batches = iter(self.train_dataset())
-        validation = self.validation_dataset(a.eval_batches) if self.inputs.validation else None
+        validation = self.validation_datasets(a.eval_batches) if self.inputs.validation else None
         last_saved = self.start_step
         timer, steps_timed = time.perf_counter(), 0
         observer = RunObserver(a, self.engine, self.model.trainable_variables, self.is_chief, trainer.tokens_per_step)
@@ -263,7 +313,7 @@ class TrainingRun:
                     timer, steps_timed = time.perf_counter(), 0
                 pause = time.perf_counter()  # evaluation and checkpoints do not count against tokens_per_sec
                 if validation is not None and (step % a.eval_every == 0 or step == a.max_steps):
-                    evaluation = trainer.evaluate(validation)
+                    evaluation = self.evaluate(validation)
                     self.log(valid_line(step, evaluation))
                     observer.validated(step, evaluation)
                 if (a.checkpoint_every and step % a.checkpoint_every == 0) or step == a.max_steps:
@@ -277,7 +327,7 @@ class TrainingRun:
                 timer += time.perf_counter() - pause
                 observer.pause()
             if validation is not None and self.stopped_at is None and a.max_steps > self.start_step:
-                whole = trainer.evaluate(self.validation_dataset(None))  # the figure to quote: every sequence once
+                whole = self.evaluate(self.validation_datasets(None))  # the figure to quote: every sequence once
                 self.log(valid_line(a.max_steps, whole, "valid_split"))
                 observer.validated_split(a.max_steps, whole)
         finally:

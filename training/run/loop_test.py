@@ -1,3 +1,4 @@
+import dataclasses
 import re
 
 import numpy as np
@@ -5,7 +6,7 @@ import pytest
 from contract.hparams import parse_args
 from contract.presets import parameter_count
 
-from conftest import TINY_RUN
+from conftest import TINY_RUN, write_dataset
 from run.job import JobError
 from run.loop import TrainingRun, weights_digest
 
@@ -98,3 +99,29 @@ def test_shape_overrides_reach_the_model(dataset_dir, tmp_path, capsys):
     config = capsys.readouterr().out.splitlines()[0]
     # small's recipe: 2e-3 at 4,096 tokens a step; this run's batch is 32 tokens, and it is said so
     assert "peak_lr=2.000e-03" in config and 'departs_from_recipe="global batch 32 tokens' in config
+
+
+def test_each_source_is_evaluated_apart_and_the_whole_split_needs_no_pass_of_its_own(tmp_path, mixed_dataset_dir):
+    def training_run(dataset, *extra):
+        args = [
+            *TINY_RUN,
+            "--eval_every",
+            "1",
+            "--train_dir",
+            str(dataset),
+            "--checkpoint_dir",
+            str(tmp_path / dataset.name),
+        ]
+        args += extra
+        return TrainingRun(parse_args(args, env={}), env={})
+
+    mixed = training_run(mixed_dataset_dir, "--source_weights", "code=1,mail=1")
+    assert sorted(mixed.validation_datasets(2)) == ["", "code", "mail"]  # the split's sample and each source's
+    whole = mixed.validation_datasets(None)
+    assert sorted(whole) == ["code", "mail"]  # every sequence once: the split's figures are the sources' sums
+    evaluation = mixed.evaluate(whole)
+    assert evaluation.sequences == 441 and [e.sequences for e in evaluation.sources.values()] == [221, 220]
+    one = training_run(write_dataset(tmp_path / "web", sources=("web",)))  # one named source: the split is it
+    datasets = one.validation_datasets(2)
+    evaluation = one.evaluate(datasets)
+    assert list(datasets) == [""] and evaluation.sources == {"web": dataclasses.replace(evaluation, sources={})}

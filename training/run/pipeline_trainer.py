@@ -27,7 +27,6 @@ from contract.batch import pipeline_microbatches
 from gpt.loss import sparse_cross_entropy
 from gpt.pipeline.gpipe import gpipe_gradients
 from gpt.pipeline.model import PipelinedGPT, stage_of, variable_device
-from observe.metrics import Evaluation
 
 from run.engines import choose_engine, start_multi_worker
 from run.trainer import AdamW, Trainer, accumulate, make_optimizer
@@ -293,10 +292,10 @@ class PipelineTrainer(Trainer):
             self.sync_replicas()
         return super().train_step(batch)
 
-    def evaluate(self, dataset: tf.data.Dataset) -> Evaluation:
+    def evaluation_sums(self, dataset: tf.data.Dataset) -> np.ndarray:
         if not self._in_sync:
             self.sync_replicas()
-        return super().evaluate(dataset)
+        return super().evaluation_sums(dataset)
 
 
 def build_pipeline_replicas(

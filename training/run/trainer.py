@@ -261,11 +261,15 @@ class Trainer:
     def evaluate(self, dataset: tf.data.Dataset) -> Evaluation:
         """Mean token loss, bits per byte and their standard errors over the sequences of ``dataset``
         (``data.evaluation_dataset``)."""
+        return Evaluation.from_sums(*self.evaluation_sums(dataset))
+
+    def evaluation_sums(self, dataset: tf.data.Dataset) -> np.ndarray:
+        """``loss_sums`` over every batch of ``dataset``: the sums of two datasets add up to their union's."""
         total = 0.0
         with self.engine.scope():
             for batch in dataset:
                 total += self._evaluate(batch).numpy().astype(np.float64)  # sums of squares over many batches
-        return Evaluation.from_sums(*total)
+        return total
 
     def loss_sums(self, token_losses: tf.Tensor, weights: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:
         """``sequence_loss_sums``, and ``byte_loss_sums`` after them when the tokens' bytes are known."""
