@@ -25,8 +25,10 @@ The model follows what this project's training code keeps (``training/gpt``, ``t
   One layer's recomputed part exists again, in full, while that layer is differentiated.
 - The backward working set of the layer being differentiated: the gradients of the scores and
   probabilities (naive: 2 float32 score-sized tensors, 8 bytes per score element; lean: the bf16 dP and
-  dS, 4 bytes) and the MLP's two 4h-wide intermediates, 2 x 4·s·b·h x the element size. Without it the
-  estimate fell short of measured CPU peaks by 7-19% (bench/estimate_vs_measured_bench.py).
+  dS, 4 bytes, once XLA fuses the core's float32 arithmetic; uncompiled, TensorFlow runs it op by op, holding
+  the bf16 dP and the float32 casts of P and dP at once, 10 bytes) and the MLP's two 4h-wide intermediates,
+  2 x 4·s·b·h x the element size. Without it the estimate fell short of measured CPU peaks by 7-19%
+  (bench/estimate_vs_measured_bench.py; the uncompiled lean core's 10 bytes: its bf16 case at 1.14, 1.08 after).
 - Logits: b·s·V elements, alive together while the loss is differentiated: the logits in the compute dtype
   (2 bytes), their float32 cast (4), the softmax (4), its float32 gradient (4) and that cast back (2): 16 bytes
   each in bf16/fp16; in float32 the logits, the softmax and the gradient, 12 (fitted to measured CPU peaks,
@@ -67,7 +69,8 @@ RECOMPUTE_MODES, recompute_mode = training_module("hparams").RECOMPUTE_MODES, tr
 ATTENTION_SBH, MLP_SBH = 13, 21
 # Bytes per score element: kept by the forward pass, and the backward working set (float32 gradients / bf16).
 SCORES_KEPT = {"naive": 6, "lean": 2}  # 16-bit runs; float32 ones keep one float32 tensor, 4 bytes, either way
-SCORES_WORKSPACE = {"naive": 8, "lean": 4}
+SCORES_WORKSPACE = {"naive": 8, "lean": 4}  # lean: compiled; uncompiled in 16 bits, LEAN_OP_BY_OP_WORKSPACE
+LEAN_OP_BY_OP_WORKSPACE = 10  # bf16 dP 2 + float32 P 4 + float32 dP 4 (``gpt/layers.py``'s causal_attention grad)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,17 +180,23 @@ def recomputed_bytes(
 
 
 def backward_workspace_bytes(
-    shape: ModelShape, sequence_length: int, micro_batch: int, precision: str, attention: str = "lean"
+    shape: ModelShape,
+    sequence_length: int,
+    micro_batch: int,
+    precision: str,
+    attention: str = "lean",
+    xla: bool = True,
 ) -> int:
     """Gradient buffers of one layer's backward pass: the score gradients and 8·s·b·h x element bytes.
 
     gpt3-125m, s = 2048, b = 8, bf16, naive: 8 x 12 x 2048² x 8 + 8 x 12.6 M x 2 = 3,221 M + 201 M = 3.4 GB;
-    lean: 4 x 12 x 2048² x 8 + 201 M = 1.8 GB.
+    lean: 4 x 12 x 2048² x 8 + 201 M = 1.8 GB (uncompiled: 10 x 12 x 2048² x 8 + 201 M = 4.2 GB).
     """
     s, b, h, a = sequence_length, micro_batch, shape.d_model, shape.n_head
-    scores = SCORES_WORKSPACE[attention] * a * s * s * b
-    if attention == "lean":
-        scores *= _scale(precision)  # bf16 dP and dS; float32 ones in a float32 run
+    per_score = SCORES_WORKSPACE[attention]
+    if attention == "lean":  # bf16 dP and dS; float32 ones in a float32 run; op by op, the float32 casts too
+        per_score = 2 * per_score if precision == "fp32" else per_score if xla else LEAN_OP_BY_OP_WORKSPACE
+    scores = per_score * a * s * s * b
     return scores + 8 * s * b * h * (4 if precision == "fp32" else 2)
 
 
@@ -199,9 +208,10 @@ def activation_bytes(
     recompute: bool | str,
     layers: int | None = None,
     attention: str = "lean",
+    xla: bool = True,
 ) -> int:
     """Activations of ``layers`` blocks (default: all) for one micro-batch during the backward pass, with one
-    layer's recomputed part and its backward working set.
+    layer's recomputed part and its backward working set (``xla``: whether the step is compiled).
 
     gpt3-125m, s = 2048, b = 8, bf16, naive: 12 x 2.84 GB = 34.1 GB; recomputed in full: 12 x 25 MB + 2.84 GB =
     3.1 GB; plus 3.4 GB of working set either way.
@@ -209,7 +219,8 @@ def activation_bytes(
     layers = shape.n_layer if layers is None else layers
     args = (shape, sequence_length, micro_batch, precision)
     kept = layer_activation_bytes(*args, attention, recompute)
-    return layers * kept + recomputed_bytes(*args, attention, recompute) + backward_workspace_bytes(*args, attention)
+    workspace = backward_workspace_bytes(*args, attention, xla)
+    return layers * kept + recomputed_bytes(*args, attention, recompute) + workspace
 
 
 def logits_bytes(
@@ -256,7 +267,8 @@ def stage_memories(
     return [
         Memory(
             **{kind: parameters[k] * size for kind, size in per_parameter.items()},
-            activations=activation_bytes(*args, layers[k], attention) + (saved if k > 0 else 0),  # stage 0: token ids
+            # stage 0's inputs are the token ids
+            activations=activation_bytes(*args, layers[k], attention, xla) + (saved if k > 0 else 0),
             logits=logits if k == model_parallel_degree - 1 else 0,
         )
         for k in range(model_parallel_degree)

@@ -68,6 +68,9 @@ def test_the_lean_attention_core_keeps_only_bf16_probabilities():
     assert layer_activation_bytes(shape, 2048, 8, "bf16", "lean") == 34 * sbh + 2 * scores  # 5 -> 2 per score
     assert backward_workspace_bytes(shape, 2048, 8, "bf16", "naive") == 8 * scores + 8 * sbh * 2  # float32 dS, dP
     assert backward_workspace_bytes(shape, 2048, 8, "bf16", "lean") == 4 * scores + 8 * sbh * 2  # bf16 dP, dS
+    # Uncompiled, TensorFlow holds the bf16 dP and the float32 casts of P and dP at once.
+    assert backward_workspace_bytes(shape, 2048, 8, "bf16", "lean", xla=False) == 10 * scores + 8 * sbh * 2
+    assert backward_workspace_bytes(shape, 2048, 8, "fp32", "lean", xla=False) == 8 * scores + 8 * sbh * 4
 
 
 def test_each_recompute_mode_keeps_what_it_does_not_recompute():
