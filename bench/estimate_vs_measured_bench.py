@@ -181,7 +181,7 @@ def estimate(case: list) -> tuple[int, int, int]:
     return (
         sum(memory.total for memory in memories),
         compute.model_flops_per_token(shape, n, seq),
-        compute.hardware_flops_per_token(shape, n, seq, recompute),
+        compute.hardware_flops_per_token(shape, n, seq, recompute, pipelined=stages > 1),
     )
 
 

