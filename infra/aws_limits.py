@@ -2,7 +2,8 @@
 
 botocore's model is what the AWS SDKs validate against, maintained by AWS with every API change, so no
 limit here is a hand copy: which instance types each API accepts (training, processing, hosting), the
-Processing instance count and volume size, the size of the HyperParameters map, and of a container argument.
+Processing instance count and volume size, the size of the HyperParameters map, of a container argument and of
+the lists of container arguments, processing inputs and metric definitions.
 
 The Plan step runs where botocore may differ from the one synthesis saw (and its run-time code uses the
 standard library only), so synthesis writes the limits it read into the Plan function's bundle
@@ -42,6 +43,9 @@ class AwsLimits:
     hyperparameter_key_chars: int  # HyperParameterKey (max length)
     hyperparameter_value_chars: int  # HyperParameterValue (max length)
     container_argument_chars: int  # ContainerArgument (max length)
+    container_arguments: int  # ContainerArguments (max entries)
+    processing_inputs: int  # ProcessingInputs (max entries)
+    metric_definitions: int  # MetricDefinitionList (max entries)
 
 
 def from_botocore() -> AwsLimits:
@@ -66,6 +70,9 @@ def from_botocore() -> AwsLimits:
         hyperparameter_key_chars=meta("HyperParameterKey")["max"],
         hyperparameter_value_chars=meta("HyperParameterValue")["max"],
         container_argument_chars=meta("ContainerArgument")["max"],
+        container_arguments=meta("ContainerArguments")["max"],
+        processing_inputs=meta("ProcessingInputs")["max"],
+        metric_definitions=meta("MetricDefinitionList")["max"],
     )
 
 

@@ -13,6 +13,7 @@ def test_botocore_limits_of_the_apis_the_workflow_calls():
         2500,
     )
     assert limits.container_argument_chars == 256
+    assert (limits.container_arguments, limits.processing_inputs, limits.metric_definitions) == (100, 10, 40)
     assert "ml.p3dn.24xlarge" in limits.training_instance_types
     assert "ml.p3dn.24xlarge" not in limits.hosting_instance_types  # a training-only type
     assert set(INSTANCE_TYPES) <= set(limits.training_instance_types)

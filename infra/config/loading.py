@@ -96,11 +96,16 @@ def build_dataclass(cls: type, data: Any, prefix: str) -> Any:
             close = difflib.get_close_matches(key, names, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise ConfigError(f"{prefix}{key}", data[key], f"a known field ({hint}valid: {', '.join(names)})")
+    for field in dataclasses.fields(cls):
+        if field.name not in data and field.default is field.default_factory is dataclasses.MISSING:
+            raise ConfigError(f"{prefix}{field.name}", None, "a value: the field is required")
     values = {}
     for key, value in data.items():
         hint = hints[key]
         if typing.get_origin(hint) is dict:
             values[key] = _check_mapping(f"{prefix}{key}", value)
+        elif typing.get_origin(hint) is tuple and dataclasses.is_dataclass(typing.get_args(hint)[0]):
+            values[key] = _build_items(typing.get_args(hint)[0], value, f"{prefix}{key}")
         elif typing.get_origin(hint) is tuple:
             values[key] = _check_strings(f"{prefix}{key}", value)
         elif dataclasses.is_dataclass(hint):
@@ -127,6 +132,13 @@ def _check_mapping(field: str, value: Any) -> dict[str, Any]:
         if not isinstance(item, int | float | str | bool):
             raise ConfigError(f"{field}.{key}", item, "a number, string or boolean")
     return dict(value)
+
+
+def _build_items(cls: type, value: Any, field: str) -> tuple[Any, ...]:
+    """A JSON array of objects, each built as ``cls`` and named by its index: ``corpus.sources[1].weight``."""
+    if not isinstance(value, list | tuple):
+        raise ConfigError(field, value, "a JSON array of objects")
+    return tuple(build_dataclass(cls, item, f"{field}[{i}].") for i, item in enumerate(value))
 
 
 def _check_strings(field: str, value: Any) -> tuple[str, ...]:

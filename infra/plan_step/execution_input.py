@@ -13,6 +13,7 @@ naming the field: ``training.instance_count: 0 is not valid; expected a positive
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from typing import Any
 
@@ -34,10 +35,40 @@ CORPUS_SUFFIXES = training_module("formats").SUFFIXES  # what preprocessing read
 FIELD_NAME = r"[^\x00-\x1f\x7f]{1,128}"  # a JSON key or Parquet column: printable, one container argument
 RUN_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}"  # a folder of the checkpoints bucket, never "." or ".."
 SIZE = training_module("sizes").SIZE  # bytes, binary multiples: 6M, 1.5G, 2GiB (training/contract/sizes.py)
-# Each Pile subset name goes to the processing jobs as a container argument of its own, PILE_SET_OPTION + name, at
-# most aws_limits().container_argument_chars long; of SageMaker's 100 arguments a job, the jobs' own take 17.
+S3_URI = r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?"
+# Each Pile subset name goes to the processing jobs as a container argument of its own, PILE_SET_OPTION + name (a
+# mix's: SOURCE_PILE_SET_OPTION + source + ":" + name), at most aws_limits().container_argument_chars long. Of
+# SageMaker's 100 arguments a job, the jobs' own take 17 and a mix's sources at most 16 (--source, --source_text_field).
 PILE_SET_OPTION = "--pile_set_names="
+SOURCE_PILE_SET_OPTION = "--source_pile_set_names="
 MAX_PILE_SET_NAMES = 64
+# A job's ProcessingInputs: the code, the tokenizer and one a source.
+MAX_SOURCES = aws_limits().processing_inputs - 2
+
+
+def comma_names(text: str) -> list[str]:
+    """A comma list of names, in order, blanks dropped."""
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceInput:
+    """One source of a mix (``corpus.sources``).
+
+    Args:
+        name: the source's name in shards, metrics and reports: a-z, 0-9 and '-', at most 32 (not ``se``).
+        s3_uri: its prefix, read as ``corpus.s3_uri`` is.
+        weight: its share of the training sequences, over the sum of the weights (a small source repeats, a large
+            one is subsampled).
+        text_field: its JSON field or Parquet column (default: ``corpus.text_field``).
+        pile_set_names: keep only these ``meta.pile_set_name`` values of it, comma-separated (empty keeps all).
+    """
+
+    name: str
+    s3_uri: str
+    weight: float = 1.0
+    text_field: str | None = None
+    pile_set_names: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,13 +78,16 @@ class CorpusInput:
     Args:
         s3_uri: a prefix holding files of the formats in ``training/contract/formats.py`` (``.jsonl.zst``,
             ``.jsonl.zstd``, ``.json.gz``, ``.parquet`` ...; default: the raw bucket's root).
+        sources: a mix instead of ``s3_uri``: several sources, each with its prefix and weight.
         pile_set_names: keep only these ``meta.pile_set_name`` values, comma-separated (empty keeps all).
         text_field: the JSON field or Parquet column that holds each document's text.
-        tokenizer_sample_files: input files, spread over the corpus, that the tokenizer job reads.
-        tokenizer_sample_bytes: text the tokenizer trains on, e.g. ``1G``.
+        tokenizer_sample_files: input files, spread over the corpus (over each source of a mix), that the
+            tokenizer job reads.
+        tokenizer_sample_bytes: text the tokenizer trains on, e.g. ``1G`` (shared by a mix's weights).
     """
 
     s3_uri: str | None = None
+    sources: tuple[SourceInput, ...] = ()
     pile_set_names: str = ""
     text_field: str = "text"
     tokenizer_sample_files: int = 2
@@ -61,7 +95,14 @@ class CorpusInput:
 
     def pile_sets(self) -> list[str]:
         """``pile_set_names`` as a list, in order, blanks dropped."""
-        return [name.strip() for name in self.pile_set_names.split(",") if name.strip()]
+        return comma_names(self.pile_set_names)
+
+    def text_field_of(self, source: SourceInput) -> str:
+        return source.text_field or self.text_field
+
+    def source_weights(self) -> str:
+        """The ``source_weights`` hyperparameter of the mix ("" without one), e.g. ``code=0.3,web=0.7``."""
+        return ",".join(f"{s.name}={s.weight!r}" for s in sorted(self.sources, key=lambda s: s.name))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,7 +189,7 @@ def _validate_workflow_fields(parsed: WorkflowInput) -> None:
         ("corpus.s3_uri", parsed.corpus.s3_uri),
         ("dataset.tokenizer_s3_uri", parsed.dataset.tokenizer_s3_uri),
     ):
-        if uri is not None and not re.fullmatch(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?", uri):
+        if uri is not None and not re.fullmatch(S3_URI, uri):
             raise ConfigError(field, uri, "an s3://bucket/prefix URI")
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", parsed.dataset.name):
         raise ConfigError("dataset.name", parsed.dataset.name, "letters, digits, '.', '_' or '-', at most 64")
@@ -172,8 +213,52 @@ def _validate_workflow_fields(parsed: WorkflowInput) -> None:
         raise ConfigError(
             "corpus.tokenizer_sample_bytes", parsed.corpus.tokenizer_sample_bytes, "a size like 500M, 1.5G or 2GiB"
         )
+    _validate_sources(parsed.corpus)
     hparams = training_module("hparams")  # the names the workflow sets: plan.check_hyperparameters
     try:
         hparams.check_hyperparameters(parsed.hyperparameters)
     except hparams.HyperparameterError as error:
         raise ConfigError(f"hyperparameters.{error.name}", error.value, error.expected) from error
+
+
+def _validate_sources(corpus: CorpusInput) -> None:
+    """A mix: at most ``MAX_SOURCES`` sources, each named once by the rule of ``source_weights``, a readable prefix,
+    a positive finite weight whose share gets a slot of the mix's period, the job arguments within SageMaker's."""
+    if not corpus.sources:
+        return
+    hparams = training_module("hparams")
+    for field in ("s3_uri", "pile_set_names"):
+        if getattr(corpus, field):
+            raise ConfigError(f"corpus.{field}", getattr(corpus, field), "none with corpus.sources: each source's own")
+    if len(corpus.sources) > MAX_SOURCES:
+        expected = f"at most {MAX_SOURCES} sources (SageMaker's {aws_limits().processing_inputs} ProcessingInputs)"
+        raise ConfigError("corpus.sources", f"{len(corpus.sources)} sources", expected)
+    total = math.fsum(s.weight for s in corpus.sources if math.isfinite(s.weight) and s.weight > 0)
+    names: set[str] = set()
+    for i, source in enumerate(corpus.sources):
+        field = f"corpus.sources[{i}]"
+        try:
+            hparams.source_weights(f"{source.name}=1")
+        except ValueError:
+            expected = "a name of a-z, 0-9 and '-', starting with a letter or digit, at most 32, not se or se-..."
+            raise ConfigError(f"{field}.name", source.name, expected) from None
+        if source.name in names:
+            raise ConfigError(f"{field}.name", source.name, "a name no other source has")
+        names.add(source.name)
+        if not re.fullmatch(S3_URI, source.s3_uri):
+            raise ConfigError(f"{field}.s3_uri", source.s3_uri, "an s3://bucket/prefix URI")
+        if not (math.isfinite(source.weight) and source.weight > 0):
+            raise ConfigError(f"{field}.weight", source.weight, "a positive finite number")
+        if source.weight / total < 1 / hparams.MIX_PERIOD:
+            expected = f"a share of at least 1 / {hparams.MIX_PERIOD:,} of the weights' sum ({total:g})"
+            raise ConfigError(f"{field}.weight", source.weight, expected)
+        if source.text_field is not None and not re.fullmatch(FIELD_NAME, source.text_field):
+            raise ConfigError(f"{field}.text_field", source.text_field, "a field name of 1 to 128 printable characters")
+        longest = aws_limits().container_argument_chars - len(f"{SOURCE_PILE_SET_OPTION}{source.name}:")
+        for name in comma_names(source.pile_set_names):
+            if len(name) > longest:
+                expected = f"names of at most {longest} characters (SageMaker's limit)"
+                raise ConfigError(f"{field}.pile_set_names", name, expected)
+    pile_sets = sum(len(comma_names(s.pile_set_names)) for s in corpus.sources)
+    if pile_sets > MAX_PILE_SET_NAMES:
+        raise ConfigError("corpus.sources", f"{pile_sets} pile_set_names", f"at most {MAX_PILE_SET_NAMES} in all")

@@ -1,9 +1,9 @@
 """What the Plan step checks about the execution's data before any job: where it reads, and what it reuses.
 
-- Sources: the corpus and a given tokenizer must be in a bucket the jobs' role may read: the stack's raw
-  bucket or one of the stage's ``source_buckets`` (a given tokenizer may also be in the datasets bucket).
-  Preprocessing needs ``corpus.s3_uri``: without it nothing is guessed (the raw bucket may hold several
-  corpora), the execution fails naming the field.
+- Sources: the corpus (each source of a mix) and a given tokenizer must be in a bucket the jobs' role may read:
+  the stack's raw bucket or one of the stage's ``source_buckets`` (a given tokenizer may also be in the datasets
+  bucket). Preprocessing needs ``corpus.s3_uri`` or ``corpus.sources``: without either nothing is guessed (the
+  raw bucket may hold several corpora), the execution fails naming the field.
 - Reuse: an existing dataset (its ``manifests/``) is reused only if it was made for this request: the same
   sequence length, the same vocabulary and the same tokenizer (SHA-256 of ``tokenizer.json``), from the same
   text: the corpus fields and the split that the Plan step recorded when it planned the dataset's preprocessing
@@ -20,23 +20,33 @@ from typing import Any
 
 from infra.config import ConfigError
 from infra.plan_step import requests
-from infra.plan_step.execution_input import WorkflowInput
+from infra.plan_step.execution_input import SourceInput, WorkflowInput, comma_names
 from infra.plan_step.object_store import ObjectStore, split_uri
 from infra.plan_step.settings import StackSettings
+
+
+def corpus_sources(settings: StackSettings, inp: WorkflowInput) -> list[tuple[str, SourceInput]]:
+    """Each source preprocessing reads, with the field that names it in messages: a mix's ``corpus.sources[i]``,
+    else the corpus as one source named "" (``corpus``)."""
+    if inp.corpus.sources:
+        return [(f"corpus.sources[{i}]", source) for i, source in enumerate(inp.corpus.sources)]
+    uri, corpus = requests.corpus_uri(settings, inp), inp.corpus
+    return [("corpus", SourceInput("", uri, 1.0, corpus.text_field, corpus.pile_set_names))]
 
 
 def check_sources(settings: StackSettings, inp: WorkflowInput, preprocess: bool) -> None:
     """Raises ConfigError for a missing corpus (when preprocessing) or a source outside the readable buckets."""
     readable = [settings.raw_bucket, *settings.stage_config.source_buckets]
-    if preprocess and inp.corpus.s3_uri is None:
+    if preprocess and inp.corpus.s3_uri is None and not inp.corpus.sources:
         raise ConfigError(
             "corpus.s3_uri",
             None,
-            f"the prefix of the corpus to preprocess, e.g. s3://{settings.raw_bucket}/pile/ (dataset "
-            f"{inp.dataset.name!r} does not exist yet, or force_preprocess is set)",
+            f"the prefix of the corpus to preprocess, e.g. s3://{settings.raw_bucket}/pile/, or corpus.sources "
+            f"(dataset {inp.dataset.name!r} does not exist yet, or force_preprocess is set)",
         )
+    named = [(f"{where}.s3_uri", source.s3_uri) for where, source in corpus_sources(settings, inp)]
     for field, uri, buckets in (
-        ("corpus.s3_uri", inp.corpus.s3_uri, readable),
+        *((field, uri, readable) for field, uri in named if field != "corpus.s3_uri" or inp.corpus.s3_uri),
         ("dataset.tokenizer_s3_uri", inp.dataset.tokenizer_s3_uri, [*readable, settings.datasets_bucket]),
     ):
         if uri is not None and split_uri(uri)[0] not in buckets:
@@ -59,12 +69,20 @@ def check_given_tokenizer(inp: WorkflowInput, store: ObjectStore) -> None:
 
 
 def dataset_source(settings: StackSettings, inp: WorkflowInput) -> dict[str, Any]:
-    """The fields, other than the tokenizer and the sequence length, that decide which text a dataset holds."""
+    """The fields, other than the tokenizer and the sequence length, that decide which text a dataset holds (a mix's
+    weights do not: they choose among its sequences in training)."""
+    split = {"preprocessing.validation_fraction": inp.preprocessing.validation_fraction}
+    if inp.corpus.sources:
+        described = (
+            f"{s.name} {s.s3_uri} {inp.corpus.text_field_of(s)} {','.join(sorted(set(comma_names(s.pile_set_names))))}"
+            for s in sorted(inp.corpus.sources, key=lambda s: s.name)
+        )
+        return {"corpus.sources": "; ".join(described), **split}
     return {
         "corpus.s3_uri": requests.corpus_uri(settings, inp),
         "corpus.pile_set_names": ",".join(sorted(set(inp.corpus.pile_sets()))),
         "corpus.text_field": inp.corpus.text_field,
-        "preprocessing.validation_fraction": inp.preprocessing.validation_fraction,
+        **split,
     }
 
 
@@ -82,7 +100,7 @@ def check_reuse(settings: StackSettings, inp: WorkflowInput, store: ObjectStore,
     record_uri = source_record_uri(settings, inp)
     recorded = json.loads(store.read_bytes(record_uri)) if store.list(record_uri) else {}
     for field, value in dataset_source(settings, inp).items():
-        if field.startswith("corpus.") and inp.corpus.s3_uri is None:
+        if field.startswith("corpus.") and inp.corpus.s3_uri is None and not inp.corpus.sources:
             continue  # no corpus named: reuse the dataset by its name
         found[field] = recorded.get(field, "text" if field == "corpus.text_field" else "not recorded")  # before it
         wanted[field] = value

@@ -130,6 +130,7 @@ def recompute_mode(value: str | bool) -> str:
 
 
 SOURCE_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")  # a source of a mix (the Plan step checks the same)
+MIX_PERIOD = 1 << 16  # slots of the mix's layout (data/source_mix.py): a share below 1 / MIX_PERIOD gets none
 
 
 def source_weights(text: str) -> dict[str, float]:

@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from contract.hparams import MIX_PERIOD as PERIOD  # slots of the layout: a weight's rounding costs 1 per 65,536
 from data.sequence_order import make_order
-
-PERIOD = 1 << 16  # slots of the layout: a weight's rounding costs at most 1 per 65,536 sequences
 
 
 def window_bound(weight: float, sources: int, window: int) -> float:
