@@ -29,7 +29,7 @@ def all_requests(settings) -> list[tuple[str, str, dict]]:
         (
             "CreateProcessingJob",
             "AppSpecification",
-            processing_requests.tokenizer_job_request(settings, inp, "j-tok", "s3://b/m"),
+            processing_requests.tokenizer_job_request(settings, inp, "j-tok", {"": "s3://b/m"}),
         ),
         ("CreateProcessingJob", "AppSpecification", processing_requests.shards_job_request(settings, inp, "j-shd")),
     ]

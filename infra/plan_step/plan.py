@@ -14,7 +14,7 @@ from infra.config import ConfigError
 from infra.estimate import checkpoint
 from infra.estimate.estimate import estimate_for_config
 from infra.estimate.layouts import least_recompute
-from infra.plan_step import processing_requests, requests
+from infra.plan_step import mix, processing_requests, requests
 from infra.plan_step.execution_input import CORPUS_SUFFIXES, WorkflowInput, parse_input
 from infra.plan_step.names import resource_names
 from infra.plan_step.object_store import ObjectStore
@@ -23,6 +23,7 @@ from infra.plan_step.sources import (
     check_given_tokenizer,
     check_reuse,
     check_sources,
+    corpus_sources,
     dataset_source,
     source_record_uri,
 )
@@ -61,14 +62,24 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
             check_reuse(settings, inp, store, manifests)
     except ConfigError as error:
         raise InputError(str(error)) from error
-    corpus, unsupported = _corpus_files(settings, inp, store) if preprocess else ([], [])
+    corpus, unsupported = _corpus_files(settings, inp, store) if preprocess else ({}, [])
     training_request = requests.training_job_request(settings, inp, names["training"], run_name)
 
-    sample_manifest = f"s3://{settings.datasets_bucket}/inputs/{names['tokenizer']}/tokenizer-sample.manifest"
+    samples = f"s3://{settings.datasets_bucket}/inputs/{names['tokenizer']}/tokenizer-sample"
+    sample_manifests = {
+        source.name: f"{samples}{'-' + source.name if source.name else ''}.manifest"
+        for _, source in corpus_sources(settings, inp)
+    }
     if train_tokenizer:  # the writes, once every check has passed
-        store.put_text(sample_manifest, _sample_manifest(requests.corpus_uri(settings, inp), corpus, inp))
+        for _, source in corpus_sources(settings, inp):
+            store.put_text(sample_manifests[source.name], _sample_manifest(source.s3_uri, corpus[source.name], inp))
     if preprocess:  # what the dataset is made from, for the reuse check of later executions
         store.put_text(source_record_uri(settings, inp), json.dumps(dataset_source(settings, inp)))
+    if preprocess:
+        tokens, counted = {name: mix.estimated_tokens(files) for name, files in corpus.items()}, False
+    else:
+        tokens, counted = mix.counted_tokens(store, manifests), True
+    mix_rows = mix.mix_sources(inp, tokens, counted)
     shape = inp.training.shape
     return {
         "names": names,
@@ -83,9 +94,14 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
         "checkpoint_uri": f"s3://{settings.checkpoints_bucket}/{run_name}/",
         "training_report_uri": requests.training_report_uri(settings, names["training"]),
         "profiler_report_uri": requests.profiler_report_uri(settings, names["training"]),  # with Debugger on
-        "summary": {**_summary(inp, shape), "files_unsupported": _unsupported_line(unsupported, preprocess)},
+        "summary": {
+            **_summary(inp, shape),
+            "mix": mix.mix_line(mix_rows),  # the success e-mail's
+            "mix_sources": mix_rows,
+            "files_unsupported": _unsupported_line(unsupported, preprocess),
+        },
         "requests": {
-            "tokenizer": processing_requests.tokenizer_job_request(settings, inp, names["tokenizer"], sample_manifest),
+            "tokenizer": processing_requests.tokenizer_job_request(settings, inp, names["tokenizer"], sample_manifests),
             "shards": processing_requests.shards_job_request(settings, inp, names["shards"]),
             "training": training_request,
             "model": requests.model_request(settings, inp, names["model"], names["training"]),
@@ -108,7 +124,12 @@ def check_hyperparameters(settings: StackSettings, inp: WorkflowInput) -> None:
             expected = "no such hyperparameter: SageMaker and the workflow choose the job's paths and SageMaker's own"
             raise InputError(f"hyperparameters.{name}: {hparams.shown(value)} is not valid; expected {expected}")
         if name in owned:
-            expected = "the training.* field or the stage's observability.* instead (the workflow sets it)"
+            instead = (
+                "corpus.sources' weights"
+                if name == "source_weights"
+                else "the training.* field or the stage's observability.*"
+            )
+            expected = f"{instead} instead (the workflow sets it)"
             raise InputError(f"hyperparameters.{name}: {hparams.shown(value)} is not valid; expected {expected}")
     encoded = requests.training_hyperparameters(settings, inp)
     if len(encoded) > limits.hyperparameters:
@@ -144,23 +165,31 @@ def check_hyperparameters(settings: StackSettings, inp: WorkflowInput) -> None:
 
 def _corpus_files(
     settings: StackSettings, inp: WorkflowInput, store: ObjectStore
-) -> tuple[list[tuple[str, int]], list[str]]:
-    """The corpus files preprocessing reads (URI, size), and the URIs of those in a format it cannot read."""
-    uri = requests.corpus_uri(settings, inp)
-    listed = store.list(uri)
-    files = [(u, size) for u, size in listed if training_module("formats").file_format(u) is not None]
-    unsupported = [u for u, _ in listed if training_module("formats").file_format(u) is None]
-    if not files:
-        others = f" ({len(unsupported)} files in other formats, e.g. {unsupported[0]})" if unsupported else ""
+) -> tuple[dict[str, list[tuple[str, int]]], list[str]]:
+    """Each source's files preprocessing reads (URI, size), and the URIs of those in a format it cannot read."""
+    formats = training_module("formats")
+    corpus: dict[str, list[tuple[str, int]]] = {}
+    unsupported: list[str] = []
+    for where, source in corpus_sources(settings, inp):
+        listed = store.list(source.s3_uri)
+        files = [(u, size) for u, size in listed if formats.file_format(u) is not None]
+        others = [u for u, _ in listed if formats.file_format(u) is None]
+        if not files:
+            found = f" ({len(others)} files in other formats, e.g. {others[0]})" if others else ""
+            raise InputError(
+                f"{where}.s3_uri: no {', '.join(CORPUS_SUFFIXES)} files under {source.s3_uri}{found}; upload the "
+                "corpus first"
+            )
+        corpus[source.name] = files
+        unsupported += others
+    most = max(len(files) for files in corpus.values())
+    if inp.preprocessing.instance_count > most:
+        expected = f"at most {most}, the number of corpus files" + (" of its largest source" if len(corpus) > 1 else "")
         raise InputError(
-            f"corpus.s3_uri: no {', '.join(CORPUS_SUFFIXES)} files under {uri}{others}; upload the corpus first"
+            f"preprocessing.instance_count: {inp.preprocessing.instance_count} is not valid; expected {expected} "
+            "(each instance receives whole files)"
         )
-    if inp.preprocessing.instance_count > len(files):
-        raise InputError(
-            f"preprocessing.instance_count: {inp.preprocessing.instance_count} is not valid; expected at most "
-            f"{len(files)}, the number of corpus files (each instance receives whole files)"
-        )
-    return files, unsupported
+    return corpus, unsupported
 
 
 def _unsupported_line(unsupported: list[str], preprocess: bool) -> str:
@@ -174,7 +203,7 @@ def _unsupported_line(unsupported: list[str], preprocess: bool) -> str:
 
 
 def _sample_manifest(prefix: str, files: list[tuple[str, int]], inp: WorkflowInput) -> str:
-    """A SageMaker manifest of files spread evenly over the corpus, for the tokenizer job to read."""
+    """A SageMaker manifest of files spread evenly over a source, for the tokenizer job to read."""
     k = min(inp.corpus.tokenizer_sample_files, len(files))
     picks = sorted({round(i * (len(files) - 1) / max(k - 1, 1)) for i in range(k)})
     return json.dumps([{"prefix": prefix}, *(files[i][0][len(prefix) :] for i in picks)])

@@ -8,11 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from infra.plan_step.container import processing_entrypoint
-from infra.plan_step.execution_input import PILE_SET_OPTION, WorkflowInput
+from infra.plan_step.execution_input import PILE_SET_OPTION, SOURCE_PILE_SET_OPTION, WorkflowInput, comma_names
 from infra.plan_step.requests import (
     ENTRY_POINTS,
     PREPROCESS_HOURS,
-    corpus_uri,
     dataset_uri,
     image_uri,
     job_tags,
@@ -20,6 +19,7 @@ from infra.plan_step.requests import (
     volume_key,
 )
 from infra.plan_step.settings import StackSettings
+from infra.plan_step.sources import corpus_sources
 
 PROCESSING_FIELDS = (
     "ProcessingJobName",
@@ -109,13 +109,35 @@ def _processing_job(
     }
 
 
-def _pile_set_arguments(inp: WorkflowInput) -> list[str]:
-    """One argument a name: a single comma list of every Pile subset (271 characters) passes SageMaker's 256."""
-    return [PILE_SET_OPTION + name for name in inp.corpus.pile_sets()]
+def _source_arguments(settings: StackSettings, inp: WorkflowInput) -> list[str]:
+    """The corpus's text field and Pile subsets, or a mix's sources (``--source=NAME:WEIGHT``, each one's field
+    and subsets): one argument a name, as a single comma list of every Pile subset (271 characters) passes
+    SageMaker's 256."""
+    corpus = inp.corpus
+    if not corpus.sources:
+        return ["--text_field", corpus.text_field, *(PILE_SET_OPTION + name for name in corpus.pile_sets())]
+    arguments = [f"--source={s.name}:{s.weight!r}" for s in corpus.sources]
+    arguments += [f"--source_text_field={s.name}:{s.text_field}" for s in corpus.sources if s.text_field]
+    arguments += [
+        f"{SOURCE_PILE_SET_OPTION}{s.name}:{name}" for s in corpus.sources for name in comma_names(s.pile_set_names)
+    ]
+    return ["--text_field", corpus.text_field, *arguments]
 
 
-def tokenizer_job_request(settings: StackSettings, inp: WorkflowInput, name: str, sample_manifest_uri: str) -> dict:
-    """One instance trains the BPE tokenizer on a sample of the corpus (the files listed in the manifest)."""
+def _raw_inputs(settings: StackSettings, inp: WorkflowInput, uris: dict[str, str], **kind: Any) -> list[dict]:
+    """One input a source: ``raw`` at input/raw, or a mix's ``raw-<name>`` at input/raw/<name>."""
+    return [
+        _s3_input(
+            f"raw-{source.name}" if source.name else "raw", uris[source.name], f"raw/{source.name}".rstrip("/"), **kind
+        )
+        for _, source in corpus_sources(settings, inp)
+    ]
+
+
+def tokenizer_job_request(
+    settings: StackSettings, inp: WorkflowInput, name: str, sample_manifests: dict[str, str]
+) -> dict:
+    """One instance trains the BPE tokenizer on a sample of the corpus (each source's files listed in its manifest)."""
     pre = inp.preprocessing
     arguments = [
         "tokenizer",
@@ -127,17 +149,15 @@ def tokenizer_job_request(settings: StackSettings, inp: WorkflowInput, name: str
         str(pre.vocab_size),
         "--sample_bytes",
         inp.corpus.tokenizer_sample_bytes,
-        "--text_field",
-        inp.corpus.text_field,
-        *_pile_set_arguments(inp),
+        *_source_arguments(settings, inp),
     ]
-    raw = _s3_input("raw", sample_manifest_uri, "raw", data_type="ManifestFile")
+    raw = _raw_inputs(settings, inp, sample_manifests, data_type="ManifestFile")
     output = tokenizer_dir_uri(settings, inp).rsplit("/", 1)[0] + "/"
-    return _processing_job(settings, inp, name, arguments, [raw], output, instance_count=1)
+    return _processing_job(settings, inp, name, arguments, raw, output, instance_count=1)
 
 
 def shards_job_request(settings: StackSettings, inp: WorkflowInput, name: str) -> dict:
-    """N instances tokenize their share of the corpus files (ShardedByS3Key) into packed token shards."""
+    """N instances tokenize their share of the corpus files (each source's, ShardedByS3Key) into token shards."""
     pre = inp.preprocessing
     arguments = [
         "shards",
@@ -153,12 +173,11 @@ def shards_job_request(settings: StackSettings, inp: WorkflowInput, name: str) -
         str(pre.shard_size_mb),
         "--validation_fraction",
         str(pre.validation_fraction),
-        "--text_field",
-        inp.corpus.text_field,
-        *_pile_set_arguments(inp),
+        *_source_arguments(settings, inp),
     ]
+    prefixes = {source.name: source.s3_uri for _, source in corpus_sources(settings, inp)}
     inputs = [
-        _s3_input("raw", corpus_uri(settings, inp), "raw", sharded=True),
+        *_raw_inputs(settings, inp, prefixes, sharded=True),
         _s3_input("tokenizer", tokenizer_dir_uri(settings, inp), "tokenizer"),
     ]
     return _processing_job(

@@ -22,7 +22,7 @@ def test_shards_job_splits_the_corpus_by_file_across_instances(settings):
 def test_tokenizer_job_reads_only_the_sample_manifest(settings):
     inp = parse_input({}, settings.stage_config)
     request = processing_requests.tokenizer_job_request(
-        settings, inp, "gpt-dev-x-tok", "s3://datasets-bucket/inputs/m.manifest"
+        settings, inp, "gpt-dev-x-tok", {"": "s3://datasets-bucket/inputs/m.manifest"}
     )
     raw = request["ProcessingInputs"][1]["S3Input"]
     assert (raw["S3DataType"], raw["S3Uri"]) == ("ManifestFile", "s3://datasets-bucket/inputs/m.manifest")

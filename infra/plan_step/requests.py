@@ -20,7 +20,7 @@ from infra.instances import INSTANCE_TYPES
 from infra.plan_step import debugger
 from infra.plan_step.container import training_container
 from infra.plan_step.execution_input import WorkflowInput
-from infra.plan_step.metric_definitions import METRIC_DEFINITIONS
+from infra.plan_step.metric_definitions import metric_definitions
 from infra.plan_step.settings import StackSettings
 from infra.training_code import training_module
 
@@ -150,6 +150,8 @@ def workflow_hyperparameters(settings: StackSettings, inp: WorkflowInput) -> dic
         "sagemaker_container_log_level": 20,
         "model_dir": "/opt/ml/model",
     }
+    if inp.corpus.sources:  # the mix's weights, as corpus.sources gives them
+        values["source_weights"] = inp.corpus.source_weights()
     if train.data_parallel_engine == "mpi":  # Horovod API: one process per GPU, started by mpirun
         values.update(
             engine="horovod",
@@ -225,7 +227,7 @@ def training_job_request(settings: StackSettings, inp: WorkflowInput, name: str,
         "AlgorithmSpecification": {
             "TrainingImage": train.image_uri or image_uri(settings, "training", train.instance_type),
             "TrainingInputMode": "File",
-            "MetricDefinitions": METRIC_DEFINITIONS,
+            "MetricDefinitions": metric_definitions([source.name for source in inp.corpus.sources]),
             "EnableSageMakerMetricsTimeSeries": True,
             **training_container(train.image_forwards_signals),
         },

@@ -123,7 +123,7 @@ def test_each_job_state_waits_longer_than_its_job_may_take(settings):
     assert requests.TASK_TIMEOUT_SECONDS["training"] >= longest["MaxWaitTimeInSeconds"] + upload
     inp = parse_input({}, settings.stage_config)
     for kind, request in (
-        ("tokenizer", processing_requests.tokenizer_job_request(settings, inp, "j-tok", "s3://b/m")),
+        ("tokenizer", processing_requests.tokenizer_job_request(settings, inp, "j-tok", {"": "s3://b/m"})),
         ("shards", processing_requests.shards_job_request(settings, inp, "j-shd")),
     ):
         assert requests.TASK_TIMEOUT_SECONDS[kind] > request["StoppingCondition"]["MaxRuntimeInSeconds"], kind

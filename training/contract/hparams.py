@@ -133,6 +133,11 @@ SOURCE_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")  # a source of a mix (the P
 MIX_PERIOD = 1 << 16  # slots of the mix's layout (data/source_mix.py): a share below 1 / MIX_PERIOD gets none
 
 
+def metric_key(source: str) -> str:
+    """A source's name as it ends a metric's key in the log lines: ``web-2`` -> ``web_2``."""
+    return source.replace("-", "_")
+
+
 def source_weights(text: str) -> dict[str, float]:
     """``source_weights`` as {name: weight}, names sorted; "" = no mix. Names are ``SOURCE_NAME`` each once, and
     neither ``se`` nor ``se-...`` (``val_bpb_se_<name>`` would read as another metric); weights positive finite.

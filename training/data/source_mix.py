@@ -22,8 +22,8 @@ where drawing each sequence at random would give a standard deviation of up to 1
 from __future__ import annotations
 
 import numpy as np
-
 from contract.hparams import MIX_PERIOD as PERIOD  # slots of the layout: a weight's rounding costs 1 per 65,536
+
 from data.sequence_order import make_order
 
 

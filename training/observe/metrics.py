@@ -29,6 +29,7 @@ import os
 import sys
 
 import tensorflow as tf
+from contract.hparams import metric_key
 
 # Dense bf16/fp16 tensor-core peaks (no sparsity), TFLOPS per device, from the vendors' data sheets.
 GPU_PEAK_TFLOPS = {
@@ -118,11 +119,6 @@ def valid_line(step: int, evaluation: Evaluation, tag: str = "valid") -> str:
         if s.bits_per_byte is not None:
             line += f" val_bpb_{key}={s.bits_per_byte:.4f} val_bpb_se_{key}={s.bits_per_byte_se:.4f}"
     return line
-
-
-def metric_key(source: str) -> str:
-    """A source's name as it ends a metric's key: ``web-2`` -> ``web_2``."""
-    return source.replace("-", "_")
 
 
 def emit(line: str) -> None:

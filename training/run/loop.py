@@ -15,7 +15,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 from contract.batch import accumulation_steps, global_batch
-from contract.hparams import source_weights
+from contract.hparams import metric_key, source_weights
 from contract.presets import Preset, flops_per_token, get_shape
 from contract.recipe import Recipe, RecipeError, run_recipe
 from data import token_shards
@@ -28,7 +28,6 @@ from observe.metrics import (
     Evaluation,
     device_peak_tflops,
     emit,
-    metric_key,
     model_flops_utilisation,
     train_line,
     valid_line,
