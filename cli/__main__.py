@@ -148,7 +148,7 @@ def _validate(args: argparse.Namespace) -> int:
     bucket = corpus_bucket(raw)
     if bucket and bucket not in config.source_buckets:
         print(
-            f"note: corpus.s3_uri's bucket {bucket} was taken to be the stack's raw bucket (its name is known only "
+            f"note: the corpus's bucket {bucket} was taken to be the stack's raw bucket (its name is known only "
             "once deployed); the Plan step refuses it if it is not that bucket and not in the stage's source_buckets"
         )
     return 0

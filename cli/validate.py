@@ -36,8 +36,8 @@ MAX_ERRORS = 50
 def offline_settings(config: StageConfig, corpus_uri: str | None) -> StackSettings:
     """The Plan function's settings as synthesis makes them, with stand-ins for what only a deployment names.
 
-    The raw bucket's name is CloudFormation's to choose; the corpus's bucket stands in for it, so only a
-    tokenizer outside it and the stage's ``source_buckets`` is refused here.
+    The raw bucket's name is CloudFormation's to choose; the corpus's bucket (a mix's first source's) stands in for
+    it, so only a tokenizer or another source outside it and the stage's ``source_buckets`` is refused here.
     """
     from infra.sdk_tables import sdk_settings  # the SageMaker SDK's tables, as at synth
 
@@ -83,9 +83,12 @@ def read_input(path: Path) -> Any:
 
 
 def corpus_bucket(raw: Any) -> str | None:
-    """The bucket of ``corpus.s3_uri`` when it is an s3:// URI, else None."""
+    """The bucket of ``corpus.s3_uri`` (of a mix's first source) when it is an s3:// URI, else None."""
     corpus = raw.get("corpus") if isinstance(raw, dict) else None
     uri = corpus.get("s3_uri") if isinstance(corpus, dict) else None
+    sources = corpus.get("sources") if isinstance(corpus, dict) else None
+    if uri is None and isinstance(sources, list) and sources and isinstance(sources[0], dict):
+        uri = sources[0].get("s3_uri")
     return split_uri(uri)[0] or None if isinstance(uri, str) and uri.startswith("s3://") else None
 
 
@@ -118,11 +121,15 @@ def modelled_speed(raw: Any, config: StageConfig) -> str:
 
 
 def _drop(raw: Any, field: str) -> bool:
-    """Removes ``field`` (a dotted path, e.g. ``training.instance_count``) from ``raw``; False when it is not there."""
+    """Removes ``field`` (a dotted path, e.g. ``training.instance_count`` or ``corpus.sources[1].weight``) from
+    ``raw``; False when it is not there."""
     *parents, name = field.split(".")
     node = raw
     for part in parents:
-        node = node.get(part) if isinstance(node, dict) else None
+        key, _, index = part.partition("[")
+        node = node.get(key) if isinstance(node, dict) else None
+        if index and isinstance(node, list) and int(index.rstrip("]")) < len(node):
+            node = node[int(index.rstrip("]"))]
     if not isinstance(node, dict) or name not in node:
         return False
     del node[name]

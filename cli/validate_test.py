@@ -32,6 +32,25 @@ def test_every_error_of_an_input_is_reported_at_once(tmp_path, capsys):
     assert err[-1] == f"6 error(s) in {tmp_path / 'in.json'}; the Plan step would refuse it"
 
 
+def test_every_error_of_a_mix_is_reported_at_once_by_its_index(tmp_path, capsys):
+    sources = [
+        {"name": "web", "s3_uri": "s3://my-raw/fineweb/", "weight": 0},
+        {"name": "code", "s3_uri": "s3://my-raw/code/", "weight": 1, "text_field": ""},
+    ]
+    (tmp_path / "mix.json").write_text(json.dumps({"corpus": {"sources": sources}}))
+    assert main(["validate", "--stage", "dev", "--input", str(tmp_path / "mix.json")]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split(": ")[1] for line in err[:-1]] == [
+        "corpus.sources[0].weight",
+        "corpus.sources[1].text_field",
+    ]
+    sources[0]["weight"] = 3
+    del sources[1]["text_field"]
+    (tmp_path / "mix.json").write_text(json.dumps({"corpus": {"sources": sources}}))
+    assert main(["validate", "--stage", "dev", "--input", str(tmp_path / "mix.json")]) == 0
+    assert "note: the corpus's bucket my-raw was taken to be the stack's raw bucket" in capsys.readouterr().out
+
+
 def test_the_estimate_checks_run_too_and_a_valid_input_passes(tmp_path, capsys):
     (tmp_path / "long.json").write_text('{"corpus": {"s3_uri": "s3://raw/p/"}, "training": {"train_tokens": "100B"}}')
     assert main(["validate", "--input", str(tmp_path / "long.json")]) == 1
@@ -46,7 +65,7 @@ def test_the_estimate_checks_run_too_and_a_valid_input_passes(tmp_path, capsys):
         "\nspeed: modelled 34.9% MFU, " in out and " tokens/s (step " in out
     )  # the plan's, labelled modelled (recompute unset: attention)
     # Someone else's bucket cannot be told from the raw bucket offline: validate says what it assumed.
-    assert "note: corpus.s3_uri's bucket raw was taken to be the stack's raw bucket" in out
+    assert "note: the corpus's bucket raw was taken to be the stack's raw bucket" in out
     assert "the Plan step refuses it if it is not that bucket and not in the stage's source_buckets" in out
 
 

@@ -19,7 +19,12 @@ import regex
 from infra.aws_limits import aws_limits
 from infra.plan_step import processing_requests, requests
 from infra.plan_step.conftest import make_settings
-from infra.plan_step.execution_input import MAX_PILE_SET_NAMES, PILE_SET_OPTION
+from infra.plan_step.execution_input import (
+    MAX_PILE_SET_NAMES,
+    MAX_SOURCES,
+    PILE_SET_OPTION,
+    SOURCE_PILE_SET_OPTION,
+)
 from infra.plan_step.plan import plan_execution
 from local.definition import local_arn, resolve_definition
 from local.folder_store import FolderStore
@@ -38,6 +43,7 @@ from tests.iam_policies import PolicyReader
 from tests.synth import ROOT, synth_template
 
 CORPUS = "s3://raw-bucket/pile/"
+MIX_SOURCE = "s3://raw-bucket/fineweb-edu/"
 # The Pile's 22 subsets as its documents' meta.pile_set_name has them (Gao et al. 2020, Table 1): 271 characters.
 PILE_SUBSETS = (
     "Pile-CC", "PubMed Central", "Books3", "OpenWebText2", "ArXiv", "Github", "FreeLaw", "StackExchange",
@@ -66,6 +72,10 @@ INPUTS = {
         "preprocessing": {"instance_type": "ml.c5.9xlarge"},
     },
     "every-pile-subset": {"corpus": {"pile_set_names": ", ".join(PILE_SUBSETS)}},
+    "mix": {"corpus": {"sources": [
+        {"name": "pile", "s3_uri": CORPUS, "weight": 0.7, "pile_set_names": "Github, ArXiv"},
+        {"name": "web-edu", "s3_uri": MIX_SOURCE, "weight": 0.3, "text_field": "content"},
+    ]}},
 }  # fmt: skip
 EXECUTION_NAMES = ("first-run", "2026-12-01_Pile CC, run #7 (retry)/" + "x" * 60)
 
@@ -74,12 +84,17 @@ def plans(tmp_path_factory) -> dict[str, dict]:
     store = FolderStore(tmp_path_factory.mktemp("s3"))
     for i in range(8):
         store.put_text(f"{CORPUS}{i:02d}.jsonl.zst", "x")
+        store.put_text(f"{MIX_SOURCE}{i:03d}_00000.parquet", "x")
     result = {}
     for stage in ("dev", "prod"):
         settings = make_settings(stage)
         for input_name, overrides in INPUTS.items():
             for execution_name in EXECUTION_NAMES:
-                raw = {**copy.deepcopy(overrides), "corpus": {**overrides.get("corpus", {}), "s3_uri": CORPUS}}
+                corpus = overrides.get("corpus", {})
+                raw = {
+                    **copy.deepcopy(overrides),
+                    "corpus": corpus if "sources" in corpus else {**corpus, "s3_uri": CORPUS},
+                }
                 key = f"{stage}/{input_name}/{execution_name[:12]}"
                 result[key] = plan_execution(raw, execution_name, settings, store)
     return result
@@ -145,9 +160,27 @@ def test_the_most_and_longest_names_the_plan_step_accepts_are_valid_requests(tmp
     assert findings(plan) == []
 
 
+def test_the_largest_mix_the_plan_step_accepts_is_a_valid_request(tmp_path):
+    store = FolderStore(tmp_path)
+    names = [f"source-{i}".ljust(32, "x") for i in range(MAX_SOURCES)]
+    longest = aws_limits().container_argument_chars - len(f"{SOURCE_PILE_SET_OPTION}{names[0]}:")
+    sources = []
+    for i, name in enumerate(names):
+        for k in range(2):  # the dev stage preprocesses on two instances
+            store.put_text(f"s3://raw-bucket/{name}/{k}.jsonl.zst", "x")
+        subsets = ",".join(f"{i}-{j}".ljust(longest, "x") for j in range(MAX_PILE_SET_NAMES // MAX_SOURCES))
+        uri = f"s3://raw-bucket/{name}/"
+        sources.append({"name": name, "s3_uri": uri, "weight": 1.5, "text_field": "t" * 128, "pile_set_names": subsets})
+    plan = plan_execution({"corpus": {"sources": sources}}, "most", make_settings("dev"), store)
+    arguments = plan["requests"]["shards"]["AppSpecification"]["ContainerArguments"]
+    assert len(arguments) == 15 + 2 * MAX_SOURCES + MAX_PILE_SET_NAMES  # the job's own, --source and its field, subsets
+    assert findings(plan) == []
+
+
 def test_the_matrix_reaches_each_case(all_plans: dict[str, dict]):
     trainings = [p["requests"]["training"] for p in all_plans.values()]
     assert {t["EnableManagedSpotTraining"] for t in trainings} == {True, False}
+    assert {"source_weights" in t["HyperParameters"] for t in trainings} == {True, False}  # a mix and none
     assert {next(iter(t["InputDataConfig"][0]["DataSource"])) for t in trainings} == {
         "FileSystemDataSource",
         "S3DataSource",
