@@ -17,7 +17,7 @@ from constructs import Construct
 
 from infra.observability import efs_metrics
 from infra.observability.search_expressions import PROCESSING_NAMESPACE, TRAINING_NAMESPACE, search
-from infra.plan_step.metric_definitions import METRIC_DEFINITIONS
+from infra.plan_step.metric_definitions import METRIC_DEFINITIONS, SOURCE_TOKEN
 
 PERIOD = cdk.Duration.minutes(1)
 HEALTHY_GPU_PERCENT = 90
@@ -90,7 +90,7 @@ class TrainingDashboard(Construct):
                 [_text(_training_guide(gpus_per_host))],
                 self._hosts(TRAINING_NAMESPACE, TRAINING_HOST_METRICS, gpus_per_host, width=8),  # wraps at 24
                 [_text(PROGRESS_GUIDE)],
-                self._progress(PROGRESS_CHARTS),
+                [*self._progress(PROGRESS_CHARTS), self._sources()],
                 [_text(HEALTH_GUIDE)],
                 self._progress(HEALTH_CHARTS, width=4),
                 [_text(PROCESSING_GUIDE)],
@@ -165,6 +165,17 @@ class TrainingDashboard(Construct):
             )
         return widgets
 
+    def _sources(self) -> cw.IWidget:
+        """Each source's validation bits per byte, for a mix (metric_definitions.SOURCE_METRIC), one line a source."""
+        partial = {"MetricName": SOURCE_TOKEN, "TrainingJobName": self._prefix}
+        expression = search(TRAINING_NAMESPACE, ["TrainingJobName"], None, partial=partial)
+        return cw.GraphWidget(
+            title="Validation bits per byte, each source of a mix",
+            left=[cw.SearchExpression(expression=expression, label="${PROP('MetricName')}", period=PERIOD)],
+            live_data=True,
+            width=6,
+        )
+
     def _efs(self, file_system_id: str) -> list[cw.IWidget]:
         throughput = cw.GraphWidget(
             title="EFS throughput vs permitted",
@@ -238,7 +249,8 @@ PROGRESS_GUIDE = (
     "## Training progress (parsed from the training log)\n"
     "Healthy: loss falling steadily, validation loss following it (a widening gap is overfitting), tokens per "
     "second flat after warm-up (dips at checkpoints), learning rate following its warm-up and decay schedule, "
-    "model FLOPs utilization roughly 0.3-0.5 on A100/H100 in bf16."
+    "model FLOPs utilization roughly 0.3-0.5 on A100/H100 in bf16. A mix charts each source's validation bits per "
+    "byte (tokenizer-independent, as The Pile's paper reports it): a source whose line stops falling is seen enough."
 )
 HEALTH_GUIDE = (
     "## Training health (the [health] line of every logging window, the heartbeat every minute)\n"

@@ -28,7 +28,7 @@ def _schema_name(name: str) -> str:
 def search(
     namespace: str,
     dimensions: Sequence[str],
-    metric: str,
+    metric: str | None,
     *,
     statistic: str = "Average",
     period: int = 60,
@@ -37,6 +37,7 @@ def search(
     """One line per series of ``metric`` in ``namespace`` with exactly ``dimensions``.
 
     Args:
+        metric: the metric's name, an exact match; None: any metric (``partial={"MetricName": token}`` narrows it).
         partial: dimension -> token a value must contain, e.g. ``{"Host": "gpt-dev"}`` keeps this stack's jobs
             (a partial match: the value's tokens ``gpt``, ``dev`` must appear one after the other).
         period: seconds, a multiple of 60.
@@ -50,7 +51,7 @@ def search(
     if period <= 0 or period % 60:
         raise ValueError(f"period {period}: expected a positive multiple of 60 seconds")
     schema = ",".join(_schema_name(n) for n in (namespace, *dimensions))
-    terms = [f"MetricName={quote(metric)}"]
+    terms = [f"MetricName={quote(metric)}"] if metric is not None else []
     for dimension, token in (partial or {}).items():
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9-]*", token):
             raise ValueError(f"partial match {token!r}: expected letters, digits and '-'")

@@ -12,8 +12,8 @@
     [heartbeat] step=120 seconds_since_step=61.0                       (every minute, from a thread)
 
 SageMaker applies each regular expression to every log line and records the first group as the metric's value.
-A mix adds one metric a source, ``validation:bits_per_byte:<source>`` (``metric_definitions``): at most 8 sources
-keep a job within SageMaker's 40 definitions (``infra/aws_limits.py``).
+A mix adds one metric a source, ``validation:source_bits_per_byte:<source>`` (``metric_definitions``): at most 8
+sources keep a job within SageMaker's 40 definitions (``infra/aws_limits.py``).
 """
 
 from __future__ import annotations
@@ -51,7 +51,9 @@ METRIC_DEFINITIONS = [
     {"Name": "health:seconds_since_step", "Regex": rf"\[heartbeat\] .*seconds_since_step={NUMBER}"},
 ]
 
-SOURCE_METRIC = "validation:bits_per_byte:"  # + a source's name: the dashboard searches for it
+# + a source's name. The dashboard finds every source's by the token SOURCE_TOKEN, which no other definition has.
+SOURCE_METRIC = "validation:source_bits_per_byte:"
+SOURCE_TOKEN = "source"
 
 
 def metric_definitions(sources: list[str]) -> list[dict[str, str]]:

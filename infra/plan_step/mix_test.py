@@ -10,7 +10,7 @@ import pytest
 
 from infra.aws_limits import aws_limits
 from infra.plan_step.execution_input import MAX_SOURCES
-from infra.plan_step.metric_definitions import METRIC_DEFINITIONS
+from infra.plan_step.metric_definitions import METRIC_DEFINITIONS, SOURCE_TOKEN
 from infra.plan_step.mix import mix_line
 from infra.plan_step.plan import InputError, plan_execution
 from local.folder_store import FolderStore
@@ -61,7 +61,12 @@ def test_training_gets_the_weights_and_a_metric_a_source(settings, store):
     training = plan["requests"]["training"]
     assert training["HyperParameters"]["source_weights"] == '"code-2=1.0,web=3.0"'
     added = training["AlgorithmSpecification"]["MetricDefinitions"][len(METRIC_DEFINITIONS) :]
-    assert [d["Name"] for d in added] == ["validation:bits_per_byte:web", "validation:bits_per_byte:code-2"]
+    assert [d["Name"] for d in added] == [
+        "validation:source_bits_per_byte:web",
+        "validation:source_bits_per_byte:code-2",
+    ]
+    tokens = {token for d in METRIC_DEFINITIONS for token in re.split(r"[^a-z0-9]+", d["Name"])}
+    assert SOURCE_TOKEN not in tokens  # the dashboard's search for every source's finds no other metric
     line = "[valid] step=9 val_bpb=1.1 val_bpb_se=0.1 val_loss_code_2=4.2 val_bpb_code_2=1.3 val_bpb_se_code_2=0.2"
     assert re.search(added[1]["Regex"], line).group(1) == "1.3"
     assert MAX_SOURCES + len(METRIC_DEFINITIONS) <= aws_limits().metric_definitions
