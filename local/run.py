@@ -37,7 +37,7 @@ from pathlib import Path
 from cli.data import corpus_files
 from cli.errors import CommandError, user_message
 from infra.config import ConfigError, deep_merge, load_stage_config
-from local.corpus import own_corpus, write_corpus
+from local.corpus import own_corpus, sample_mix_input, write_mix_corpus
 from local.faults import parse_kinds
 from local.folder_store import FolderStore
 from local.stack import LocalStack
@@ -96,13 +96,16 @@ def run(
             flush=True,
         )
     else:
-        sample = f"s3://{stack.settings().raw_bucket}/sample/"
-        corpus_input = {"corpus": {"s3_uri": sample}}
+        sample = f"s3://{stack.settings().raw_bucket}/sample-mix/"
         given = execution_input.get("corpus")
-        named = given.get("s3_uri") if isinstance(given, dict) else None
-        if named in (None, sample) and not store.list(sample):  # unless the input names a corpus of its own
-            paths = write_corpus(store.path(sample), total_mb=corpus_mb)
-            print(f"Wrote a sample corpus of {len(paths)} files (.jsonl.zst and .parquet) to {sample}", flush=True)
+        named = isinstance(given, dict) and ("s3_uri" in given or "sources" in given)
+        corpus_input = {} if named else {"corpus": sample_mix_input(sample)}  # unless the input names its own corpus
+        if not named and not store.list(sample):
+            written = write_mix_corpus(store.path(sample), total_mb=corpus_mb)
+            mix = ", ".join(
+                f"{name} ({len(paths)} {paths[0].name.split('.', 1)[1]})" for name, paths in written.items()
+            )
+            print(f"Wrote a sample corpus of two sources to {sample}: {mix}", flush=True)
 
     execution_dir = runs / "executions" / execution_name
     execution_dir.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,8 @@ from constructs import Construct
 def notify_success(
     scope: Construct, topic: sns.ITopic, debugger: bool, notify_failure: sfn.IChainable
 ) -> sfn.IChainable:
-    """The success e-mail: model, metrics, times, checkpoints and reports."""
+    """The success e-mail: model, metrics (each source's bits per byte among them), times, the mix, checkpoints and
+    reports."""
     publish = _publish(
         scope,
         "NotifySuccess",
@@ -20,7 +21,7 @@ def notify_success(
         "GPT pre-training succeeded",
         "Execution {} succeeded. Model: {}. Hugging Face checkpoint: {}. Final metrics: {}. "
         "Training time: {} s (billed {} s); speed as planned: {}. "
-        "Corpus files not read: {}. Checkpoints: {}. Training report (health verdicts and plots): {}"
+        "Mix as planned: {}. Corpus files not read: {}. Checkpoints: {}. Training report (health verdicts and plots): {}"
         + (". Debugger profiler report: {}" if debugger else ""),
         sfn.JsonPath.execution_name,
         sfn.JsonPath.string_at("$.training.Job.ModelArtifacts.S3ModelArtifacts"),
@@ -29,6 +30,7 @@ def notify_success(
         sfn.JsonPath.string_at("$.training.Job.TrainingTimeInSeconds"),
         sfn.JsonPath.string_at("$.training.Job.BillableTimeInSeconds"),
         sfn.JsonPath.string_at("$.plan.summary.modelled"),
+        sfn.JsonPath.string_at("$.plan.summary.mix"),
         sfn.JsonPath.string_at("$.plan.summary.files_unsupported"),
         sfn.JsonPath.string_at("$.plan.checkpoint_uri"),
         sfn.JsonPath.string_at("$.plan.training_report_uri"),
