@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from infra.training_code import training_module
 from local.folder_store import FolderStore
 
 TRAIN_LINE = re.compile(r"\[train\] step=(\d+) loss=([0-9.eE+-]+)")
@@ -72,6 +73,30 @@ def validation_figures(lines: list[str]) -> list[str]:
         for tag, label in (("valid", "Validation"), ("valid_split", "  whole split"))
         if (m := last.get(tag))
     ]
+
+
+def mix_figures(lines: list[str], plan: dict[str, Any]) -> list[str]:
+    """A mix's sources: each one's share as planned, its sequences and epochs as trained (the [config] line), and
+    its last loss and bits per byte over its whole validation split."""
+    rows = plan["summary"].get("mix_sources", [])
+    if not rows:
+        return []
+    config = next((line for line in lines if "[config]" in line), "")
+    split = next((line for line in reversed(lines) if "[valid_split]" in line), "")
+    report = [f"  Mix            {plan['summary']['mix']}"]
+    for row in rows:
+        key = training_module("hparams").metric_key(row["name"])
+
+        def field(line: str, name: str, key: str = key) -> str:
+            found = re.search(rf" {name}_{key}=(\S+)", line)
+            return found[1] if found else "?"
+
+        report.append(
+            f"    {row['name']:13s}trained on {field(config, 'sequences')} sequences = {field(config, 'epochs')} "
+            f"epochs; whole split: loss {field(split, 'val_loss')}, {field(split, 'val_bpb')} ± "
+            f"{field(split, 'val_bpb_se')} bits per byte"
+        )
+    return report
 
 
 def dataset_totals(store: FolderStore, dataset_uri: str) -> dict[str, Any]:
@@ -146,6 +171,7 @@ def summarize(result: dict[str, Any], store: FolderStore, execution_dir: Path, s
     if train:
         report.append(f"  Training loss  {train[0]:.3f} at the first log line -> {train[-1]:.3f} at the last")
     report += validation_figures(lines)
+    report += mix_figures(lines, plan)
     valid = [float(m[3]) for m in map(VALID_LINE.search, lines) if m]  # the whole split's last, where it ran
     hyperparameters = plan["requests"]["training"]["HyperParameters"]
     trained = plan["summary"]["steps"] * json.loads(hyperparameters["global_batch_tokens"])

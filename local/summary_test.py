@@ -3,7 +3,7 @@ loss differ, when they do."""
 
 from __future__ import annotations
 
-from local.summary import loss_gap, validation_figures
+from local.summary import loss_gap, mix_figures, validation_figures
 
 
 def test_close_losses_need_no_explanation():
@@ -40,3 +40,20 @@ def test_the_summary_gives_the_last_sample_and_the_whole_split_with_their_standa
         "    whole split  loss 4.8500 ± 0.0350 (standard error), perplexity 127.74, 1,122 sequences at step 250",
     ]
     assert validation_figures(LINES[:3]) == validation_figures(LINES)[:1]  # a run stopped before its end
+
+
+def test_a_mix_gives_each_source_as_planned_as_trained_and_its_whole_split():
+    plan = {"summary": {"mix": "code 70% = ...; web-2 30% = ...", "mix_sources": [{"name": "code"}, {"name": "web-2"}]}}
+    lines = [
+        "[config] preset=tiny weight_code=0.7000 sequences_code=700 epochs_code=0.100 weight_web_2=0.3000 "
+        "sequences_web_2=300 epochs_web_2=2.500",
+        "[valid_split] step=30 val_loss=4.1 val_loss_se=0.1 val_ppl=60.34 sequences=40 val_bpb=1.5 val_bpb_se=0.1 "
+        "val_loss_code=4.0000 val_bpb_code=1.4000 val_bpb_se_code=0.0500 val_loss_web_2=4.5000 val_bpb_web_2=1.9000 "
+        "val_bpb_se_web_2=0.2000",
+    ]
+    assert mix_figures(lines, plan) == [
+        "  Mix            code 70% = ...; web-2 30% = ...",
+        "    code         trained on 700 sequences = 0.100 epochs; whole split: loss 4.0000, 1.4000 ± 0.0500 bits per byte",
+        "    web-2        trained on 300 sequences = 2.500 epochs; whole split: loss 4.5000, 1.9000 ± 0.2000 bits per byte",
+    ]
+    assert mix_figures(lines, {"summary": {"mix": "one source (no mix)", "mix_sources": []}}) == []
