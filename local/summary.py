@@ -92,8 +92,8 @@ def mix_figures(lines: list[str], plan: dict[str, Any]) -> list[str]:
             return found[1] if found else "?"
 
         report.append(
-            f"    {row['name']:13s}trained on {field(config, 'sequences')} sequences = {field(config, 'epochs')} "
-            f"epochs; whole split: loss {field(split, 'val_loss')}, {field(split, 'val_bpb')} ± "
+            f"    {row['name']:13s}{field(config, 'sequences')} sequences ({field(config, 'epochs')} epochs) "
+            f"trained; whole split: loss {field(split, 'val_loss')}, {field(split, 'val_bpb')} ± "
             f"{field(split, 'val_bpb_se')} bits per byte"
         )
     return report
