@@ -53,7 +53,7 @@ def test_a_mix_gives_each_source_as_planned_as_trained_and_its_whole_split():
     ]
     assert mix_figures(lines, plan) == [
         "  Mix            code 70% = ...; web-2 30% = ...",
-        "    code         700 sequences (0.100 epochs) trained; whole split: loss 4.0000, 1.4000 ± 0.0500 bits per byte",
-        "    web-2        300 sequences (2.500 epochs) trained; whole split: loss 4.5000, 1.9000 ± 0.2000 bits per byte",
+        "    code         700 sequences (0.100 epochs) trained; whole split loss 4.0000, 1.4000 ± 0.0500 bits per byte",
+        "    web-2        300 sequences (2.500 epochs) trained; whole split loss 4.5000, 1.9000 ± 0.2000 bits per byte",
     ]
     assert mix_figures(lines, {"summary": {"mix": "one source (no mix)", "mix_sources": []}}) == []
