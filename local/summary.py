@@ -93,7 +93,7 @@ def mix_figures(lines: list[str], plan: dict[str, Any]) -> list[str]:
 
         report.append(
             f"    {row['name']:13s}{field(config, 'sequences')} sequences ({field(config, 'epochs')} epochs) "
-            f"trained; whole split: loss {field(split, 'val_loss')}, {field(split, 'val_bpb')} ± "
+            f"trained; whole split loss {field(split, 'val_loss')}, {field(split, 'val_bpb')} ± "
             f"{field(split, 'val_bpb_se')} bits per byte"
         )
     return report
