@@ -132,9 +132,14 @@ def recompute_mode(value: str | bool) -> str:
 SOURCE_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")  # a source of a mix (the Plan step checks the same)
 
 
+def is_source_name(name: str) -> bool:
+    """A ``SOURCE_NAME`` other than ``se`` and ``se-...`` (``val_bpb_se_<name>`` would read as another metric)."""
+    return bool(SOURCE_NAME.fullmatch(name)) and name != "se" and not name.startswith("se-")
+
+
 def source_weights(text: str) -> dict[str, float]:
-    """``source_weights`` as {name: weight}, names sorted; "" = no mix. Names are ``SOURCE_NAME`` each once, and
-    neither ``se`` nor ``se-...`` (``val_bpb_se_<name>`` would read as another metric); weights positive finite.
+    """``source_weights`` as {name: weight}, names sorted; "" = no mix. Names are ``is_source_name`` each once;
+    weights positive finite.
 
     Example:
         >>> source_weights("web=0.7,code=0.3")
@@ -144,7 +149,7 @@ def source_weights(text: str) -> dict[str, float]:
     for pair in filter(None, (p.strip() for p in text.strip().strip('"').split(","))):
         name, _, weight = (part.strip() for part in pair.partition("="))
         value = float(weight)  # ValueError for a missing or non-numeric weight
-        if not SOURCE_NAME.fullmatch(name) or name == "se" or name.startswith("se-") or name in weights:
+        if not is_source_name(name) or name in weights:
             raise ValueError(name)
         if not (math.isfinite(value) and value > 0):
             raise ValueError(weight)
