@@ -130,6 +130,7 @@ def recompute_mode(value: str | bool) -> str:
 
 
 SOURCE_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")  # a source of a mix (the Plan step checks the same)
+SOURCE_NAME_RULE = "of a-z, 0-9 and '-' (at most 32, not se or se-...)"  # is_source_name, in words
 
 
 def is_source_name(name: str) -> bool:
@@ -174,8 +175,8 @@ RECOMPUTE = Kind(recompute_mode, f"one of {', '.join(RECOMPUTE_MODES)} (true = f
 TEXT = Kind(_text, "a string that does not start with '-'")
 SOURCE_WEIGHTS = Kind(
     _source_weights_text,
-    "name=weight pairs separated by commas, e.g. web=0.7,code=0.3: each name once, of a-z, 0-9 and '-' (at most "
-    "32, not se or se-...), each weight a positive finite number",
+    f"name=weight pairs separated by commas, e.g. web=0.7,code=0.3: each name once, {SOURCE_NAME_RULE}, each "
+    "weight a positive finite number",
 )
 # A folder in SageMaker's container: SageMaker and the workflow choose these, an execution's input may not.
 PATH = Kind(_text, "a path")
