@@ -129,7 +129,7 @@ def run_tokenizer(
         tokenizer.get_vocab_size(),
         stats.documents_used,
         stats.bytes_used / 1e6,
-        "".join(f", {name} {size / 1e6:.1f} MB" for name, size in sorted(stats.source_bytes.items()) if name),
+        "".join(f", {name} {size / 1e6:.2f} MB" for name, size in sorted(stats.source_bytes.items()) if name),
         dict(stats.skipped),
         stats.files_failed or "none",
     )
