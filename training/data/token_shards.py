@@ -9,6 +9,8 @@ A dataset is one folder:
         manifests/<host>.json               one part per preprocessing host
         progress/<host>/<input>.json        preprocessing's per-input "done" records (for restarts)
 
+In a mix of sources, ``<input>`` is ``<source>_<file>`` and each shard's ``ShardInfo.source`` names its source.
+
 Each TFRecord record is one sequence of ``record_tokens`` (= context + 1) token ids stored as raw
 little-endian ``uint16`` bytes (``uint32`` when the vocabulary exceeds 65,535), so training reads it
 with ``tf.io.decode_raw`` after batching: 2 bytes a token, no protobuf.
