@@ -168,12 +168,12 @@ class ShardsJob:
 
     def run(self) -> Manifest:
         log.info(
-            "%s: %d inputs, tokenizer %s, settings %s, sources %s",
+            "%s: %d inputs, tokenizer %s, settings %s%s",
             self.config.host,
             len(self.inputs),
             self.tokenizer_path,
             self.settings,
-            list(self.sources.values()),
+            f", sources {list(self.config.sources)}" if self.config.sources else "",
         )
         try:
             for number, source in enumerate(self.inputs, 1):
