@@ -2,6 +2,7 @@
 
     python preprocess.py tokenizer [--input_dir ...] [--output_dir ...] [--vocab_size 50257] [--sample_bytes 1G]
     python preprocess.py shards [--input_dir ...] [--tokenizer_dir ...] [--output_dir ...] [--sequence_length 2048]
+    python preprocess.py MODE --source=web:0.7 --source=code:0.3 [--source_text_field=code:content] ...  (a mix)
 
 Every option has a default that matches the SageMaker Processing paths; every option is accepted by both modes
 (container arguments are easier to assemble that way), each mode reads the ones it needs. See PREPROCESSING.md.
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import re
 import sys
@@ -19,8 +21,9 @@ import time
 from pathlib import Path
 
 from contract.formats import DEFAULT_TEXT_FIELD, SUFFIXES
+from contract.hparams import SOURCE_NAME_RULE, is_source_name
 from contract.sizes import parse_size
-from pile.inputs import InputError
+from pile.inputs import InputError, Source
 from pile.shards_job import ShardsConfig, run_shards
 from pile.tokenizer_job import run_tokenizer
 
@@ -58,6 +61,76 @@ def field_name(text: str) -> str:
     if not text or len(text) > 128 or not text.isprintable():
         raise argparse.ArgumentTypeError(f"a field name is 1 to 128 printable characters: {text!r}")
     return text
+
+
+def _name_and_value(text: str, value: str) -> tuple[str, str]:
+    name, colon, rest = text.partition(":")
+    if not colon or not rest.strip():
+        raise argparse.ArgumentTypeError(f"give NAME:{value}, not {text!r}")
+    return name, rest
+
+
+def source_weight(text: str) -> tuple[str, float]:
+    """``--source=NAME:WEIGHT``."""
+    name, weight = _name_and_value(text, "WEIGHT")
+    if not is_source_name(name):
+        raise argparse.ArgumentTypeError(f"source name {name!r}: use a name {SOURCE_NAME_RULE}")
+    try:
+        value = float(weight)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"weight {weight!r} of {name}: give a positive finite number")
+    return name, value
+
+
+def source_text_field(text: str) -> tuple[str, str]:
+    """``--source_text_field=NAME:FIELD``."""
+    name, field = _name_and_value(text, "FIELD")
+    return name, field_name(field)
+
+
+def source_pile_set_name(text: str) -> tuple[str, str]:
+    """``--source_pile_set_names=NAME:SUBSET``, one Pile subset name (spaces allowed)."""
+    name, subset = _name_and_value(text, "SUBSET")
+    return name, subset.strip()
+
+
+def _known(option: str, name: str, weights: dict[str, float]) -> None:
+    if name not in weights:
+        named = ", ".join(weights) or "none"
+        raise ValueError(f"{option}: {name!r} is no --source (sources: {named}): name one of those, or add --source")
+
+
+def mix_sources(args: argparse.Namespace) -> tuple[Source, ...]:
+    """The sources of ``--source`` and their options, sorted by name; ``()`` without ``--source``.
+
+    Raises ValueError, one line naming the option and the fix, for a refused combination.
+    """
+    weights: dict[str, float] = {}
+    for name, weight in args.source:
+        if name in weights:
+            raise ValueError(f"--source: {name} is given twice: give each source once")
+        weights[name] = weight
+    fields: dict[str, str] = {}
+    for name, field in args.source_text_field:
+        _known("--source_text_field", name, weights)
+        if name in fields:
+            raise ValueError(f"--source_text_field: {name} is given twice: give one field a source")
+        fields[name] = field
+    subsets: dict[str, set[str]] = {name: set() for name in weights}
+    for name, subset in args.source_pile_set_names:
+        _known("--source_pile_set_names", name, weights)
+        subsets[name].add(subset)
+    if weights and args.pile_set_names:
+        raise ValueError("--pile_set_names: not with --source; give --source_pile_set_names=NAME:SUBSET per source")
+    for name in weights:
+        if not (args.input_dir / name).is_dir():
+            raise ValueError(f"--source: {args.input_dir / name}/ does not exist: give each source's files there")
+    return tuple(
+        Source(name, weights[name], fields.get(name, args.text_field), frozenset(subsets[name]))
+        for name in sorted(weights)
+    )
 
 
 def fraction(text: str) -> float:
@@ -121,6 +194,27 @@ def build_parser() -> argparse.ArgumentParser:
         default=frozenset(),
         help="comma-separated meta.pile_set_name values to keep, the option repeatable; none keeps all",
     )
+    common.add_argument(
+        "--source",
+        type=source_weight,
+        action="append",
+        default=[],
+        help="NAME:WEIGHT, repeatable: a mix, each source read from <input_dir>/<NAME>/ (nothing else read)",
+    )
+    common.add_argument(
+        "--source_text_field",
+        type=source_text_field,
+        action="append",
+        default=[],
+        help="NAME:FIELD: that source's text field or column (default: --text_field)",
+    )
+    common.add_argument(
+        "--source_pile_set_names",
+        type=source_pile_set_name,
+        action="append",
+        default=[],
+        help="NAME:SUBSET, repeatable, one meta.pile_set_name a use: that source's subsets to keep; none keeps all",
+    )
     common.add_argument("--workers", type=int, default=0, help="shards: encoding processes; 0 = every core")
     common.add_argument(
         "--host",
@@ -141,7 +235,12 @@ def available_cores() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        sources = mix_sources(args)
+    except ValueError as e:
+        parser.error(str(e))
     logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     host = args.host or current_host()
     started = time.monotonic()
@@ -155,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.pile_set_names,
                 args.progress_seconds,
                 args.text_field,
+                sources,
             )
         else:
             config = ShardsConfig(
@@ -169,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
                 text_field=args.text_field,
                 workers=args.workers or available_cores(),
                 progress_seconds=args.progress_seconds,
+                sources=sources,
             )
             manifest = run_shards(config)
             summary = manifest.to_json()

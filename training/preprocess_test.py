@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -10,9 +11,19 @@ from pathlib import Path
 
 import pytest
 from data.token_shards import read_manifest, verify_dataset
+from pile.inputs import Source
 from pile.roundtrip import decode_dataset
-from pile.sample_corpus import damage_row_group, pile_line, stdlib_documents, write_jsonl, write_parquet, write_pile
-from preprocess import build_parser, current_host
+from pile.sample_corpus import (
+    PILE_SET_NAMES,
+    damage_row_group,
+    pile_line,
+    stdlib_documents,
+    write_jsonl,
+    write_mix_corpus,
+    write_parquet,
+    write_pile,
+)
+from preprocess import build_parser, current_host, main, mix_sources
 
 SCRIPT = Path(__file__).with_name("preprocess.py")
 SMALL = [
@@ -212,3 +223,83 @@ def test_current_host_reads_the_resource_config(tmp_path):  # sizes: contract/si
     assert current_host(tmp_path / "missing.json") == "algo-1"
     (tmp_path / "rc.json").write_text('{"current_host": "algo-7"}')
     assert current_host(tmp_path / "rc.json") == "algo-7"
+
+
+def write_mix(folder, documents):
+    """A two-source mix: ``pile`` (.jsonl.zst, two bad lines), ``web`` (Parquet); returns what each source holds."""
+    pairs = [(d, PILE_SET_NAMES[i % 3]) for i, d in enumerate(documents[:80])]
+    write_mix_corpus(folder, pairs, files=3)
+    return {"pile": [d for d, _ in pairs[0::2]], "web": [d for d, _ in pairs[1::2]]}
+
+
+MIX = ["--source=web:3", "--source=pile:1", "--source_pile_set_names=pile:Github", "--source_pile_set_names=pile:ArXiv"]
+
+
+def test_a_mix_from_the_tokenizer_to_the_shards_killed_and_rerun_equals_a_clean_run(tmp_path, documents):
+    held = write_mix(tmp_path / "raw", documents)
+    (tmp_path / "raw" / "stray.jsonl").write_text('{"text": "in no source: not read"}\n')
+    tokenizer = run("tokenizer", "--input_dir", tmp_path / "raw", "--output_dir", tmp_path / "tok", "--vocab_size",
+                    "400", "--sample_bytes", "100K", *MIX)  # fmt: skip
+    assert tokenizer.returncode == 0, tokenizer.stderr
+    assert re.search(r"\(0\.1 MB, pile 0\.0[23] MB, web 0\.0[78] MB\)", tokenizer.stdout), tokenizer.stdout  # 1:3
+    common = ["--input_dir", tmp_path / "raw", "--tokenizer_dir", tmp_path / "tok", *SMALL, "--workers", "2", *MIX]
+    clean = run("shards", *common, "--output_dir", tmp_path / "clean")
+    assert clean.returncode == 0, clean.stderr
+    summary = json.loads(clean.stdout.split("summary: ", 1)[1].splitlines()[0])
+    pile = [d for i, d in enumerate(held["pile"]) if PILE_SET_NAMES[(2 * i) % 3] != "Pile-CC"]
+    assert summary["sources"]["pile"]["documents_written"] == len(pile) and summary["sources"]["pile"]["files"] == 3
+    assert summary["sources"]["web"]["bytes"] == sum(len(d.encode()) for d in held["web"])
+    for name, docs in {"pile": pile, "web": held["web"]}.items():
+        assert Counter(decode_dataset(tmp_path / "clean", source=name)) == Counter(docs)
+    killed = run("shards", *common, "--output_dir", tmp_path / "out", env={"PREPROCESS_KILL_AFTER_SHARDS": "12"})
+    assert killed.returncode == -signal.SIGKILL
+    left = dataset_files(tmp_path / "out")
+    done = {name.split("/")[-1].removesuffix(".json") for name in left if name.startswith("progress/")}
+    started = {name.split("/")[-1].split("-")[2] for name in left if name.endswith(".tfrecord")}
+    assert "web_00" in done and started - done == {"web_01"}, (done, started)  # cut in the middle of source web
+    rerun = run("shards", *common, "--output_dir", tmp_path / "out")
+    assert rerun.returncode == 0, rerun.stderr
+    assert "already done, skipped" in rerun.stdout
+    assert dataset_files(tmp_path / "out") == dataset_files(tmp_path / "clean")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--source=Web:1"], "argument --source: source name 'Web': use a name of a-z, 0-9 and '-' (at most 32"),
+        (["--source=se-x:1"], "argument --source: source name 'se-x'"),
+        (["--source=web"], "argument --source: give NAME:WEIGHT, not 'web'"),
+        (["--source=web:0"], "argument --source: weight '0' of web: give a positive finite number"),
+        (["--source=web:nan"], "argument --source: weight 'nan' of web: give a positive finite number"),
+        (["--source=web:-1"], "argument --source: weight '-1' of web"),
+        (["--source=web:1", "--source=web:2"], "--source: web is given twice: give each source once"),
+        (["--source=web:1", "--source=code:1"], "--source: RAW/code/ does not exist: give each source's files there"),
+        (["--source=web:1", "--source_text_field=code:x"], "--source_text_field: 'code' is no --source (sources: web)"),
+        (["--source_text_field=web:x"], "--source_text_field: 'web' is no --source (sources: none)"),
+        (["--source=web:1", "--source_text_field=web:"], "argument --source_text_field: give NAME:FIELD"),
+        (["--source=web:1", "--source_text_field=web:a", "--source_text_field=web:b"], "web is given twice"),
+        (["--source=web:1", "--source_pile_set_names=pile:ArXiv"], "--source_pile_set_names: 'pile' is no --source"),
+        (["--source=web:1", "--pile_set_names=ArXiv"], "--pile_set_names: not with --source; give --source_pile_set"),
+    ],
+)
+def test_a_bad_mix_argument_is_refused_in_one_line_naming_the_option(tmp_path, capsys, arguments, message):
+    (tmp_path / "raw" / "web").mkdir(parents=True)
+    with pytest.raises(SystemExit) as exited:
+        main(["shards", "--input_dir", str(tmp_path / "raw"), *arguments])
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exited.value.code == 2 and message.replace("RAW", str(tmp_path / "raw")) in error, error
+    assert error.startswith("preprocess.py") and ": error: " in error
+
+
+def test_mix_options_parse_into_sources_sorted_by_name(tmp_path):
+    for name in ("web", "code"):
+        (tmp_path / name).mkdir()
+    args = build_parser().parse_args(["tokenizer", "--input_dir", str(tmp_path), "--text_field", "body",
+                                      "--source=web:0.7", "--source=code:0.3", "--source_text_field=code:content",
+                                      "--source_pile_set_names=web:Gutenberg (PG-19)",
+                                      "--source_pile_set_names=web:ArXiv"])  # fmt: skip
+    assert mix_sources(args) == (
+        Source("code", 0.3, "content"),
+        Source("web", 0.7, "body", frozenset({"Gutenberg (PG-19)", "ArXiv"})),
+    )
+    assert mix_sources(build_parser().parse_args(["shards"])) == ()

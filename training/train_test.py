@@ -19,6 +19,7 @@ import run.loop
 import tensorflow as tf
 from data import token_shards
 from observe.metrics_test import defined, parse
+from pile.sample_corpus import write_mix_corpus
 from run.schedule import WarmupCosine
 from train import main
 
@@ -438,3 +439,24 @@ def test_a_run_on_a_mix_resumed_from_its_checkpoint_continues_the_uninterrupted_
     assert sorted(run("resumed", 3)) == [1, 2, 3]
     resumed = run("resumed", 6)  # restores step 3's checkpoint: the mix continues at sequence 3 x 2
     assert sorted(resumed) == [4, 5, 6] and resumed == {s: uninterrupted[s] for s in (4, 5, 6)}
+
+
+def test_a_two_source_corpus_preprocessed_then_trained_on_by_weight(tmp_path, capsys):
+    documents = [(f"Document {i}: " + "words of text " * (20 + i % 7), "Github") for i in range(400)]
+    write_mix_corpus(tmp_path / "raw", documents)
+    common = ["--source=pile:1", "--source=web:3", "--input_dir", tmp_path / "raw", "--tokenizer_dir", tmp_path / "tok"]
+    for mode, args in (
+        ("tokenizer", ["--vocab_size", "384", "--output_dir", tmp_path / "tok"]),
+        ("shards", ["--sequence_length", "16", "--validation_fraction", "0.1", "--output_dir", tmp_path / "data"]),
+    ):
+        command = [sys.executable, "preprocess.py", mode, *map(str, common + args), "--workers", "1"]
+        done = subprocess.run(command, cwd=TRAINING, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+    assert set(token_shards.read_manifest(tmp_path / "data").sources) == {"pile", "web"}
+    args = ["--source_weights", "pile=1,web=3", "--max_steps", "4", "--eval_every", "4", "--eval_batches", "1"]
+    code, failure = failing_run(tmp_path / "data", tmp_path, *args, "--sample_tokens", "0", "--hf_checkpoint", "False")
+    output = capsys.readouterr().out
+    assert code == 0, failure + output
+    assert "weight_pile=0.2500 sequences_pile=2 " in output and "weight_web=0.7500 sequences_web=6 " in output
+    (valid,) = [line for line in output.splitlines() if line.startswith("[valid]")]
+    assert "val_bpb_pile=" in valid and "val_bpb_web=" in valid

@@ -237,11 +237,8 @@ def _validate_sources(corpus: CorpusInput) -> None:
     names: set[str] = set()
     for i, source in enumerate(corpus.sources):
         field = f"corpus.sources[{i}]"
-        try:
-            hparams.source_weights(f"{source.name}=1")
-        except ValueError:
-            expected = "a name of a-z, 0-9 and '-', starting with a letter or digit, at most 32, not se or se-..."
-            raise ConfigError(f"{field}.name", source.name, expected) from None
+        if not hparams.is_source_name(source.name):
+            raise ConfigError(f"{field}.name", source.name, f"a name {hparams.SOURCE_NAME_RULE}")
         if source.name in names:
             raise ConfigError(f"{field}.name", source.name, "a name no other source has")
         names.add(source.name)

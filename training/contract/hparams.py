@@ -130,6 +130,14 @@ def recompute_mode(value: str | bool) -> str:
 
 
 SOURCE_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")  # a source of a mix (the Plan step checks the same)
+SOURCE_NAME_RULE = "of a-z, 0-9 and '-' (at most 32, not se or se-...)"  # is_source_name, in words
+
+
+def is_source_name(name: str) -> bool:
+    """A ``SOURCE_NAME`` other than ``se`` and ``se-...`` (``val_bpb_se_<name>`` would read as another metric)."""
+    return bool(SOURCE_NAME.fullmatch(name)) and name != "se" and not name.startswith("se-")
+
+
 MIX_PERIOD = 1 << 16  # slots of the mix's layout (data/source_mix.py): a share below 1 / MIX_PERIOD gets none
 
 
@@ -139,8 +147,8 @@ def metric_key(source: str) -> str:
 
 
 def source_weights(text: str) -> dict[str, float]:
-    """``source_weights`` as {name: weight}, names sorted; "" = no mix. Names are ``SOURCE_NAME`` each once, and
-    neither ``se`` nor ``se-...`` (``val_bpb_se_<name>`` would read as another metric); weights positive finite.
+    """``source_weights`` as {name: weight}, names sorted; "" = no mix. Names are ``is_source_name`` each once;
+    weights positive finite.
 
     Example:
         >>> source_weights("web=0.7,code=0.3")
@@ -150,7 +158,7 @@ def source_weights(text: str) -> dict[str, float]:
     for pair in filter(None, (p.strip() for p in text.strip().strip('"').split(","))):
         name, _, weight = (part.strip() for part in pair.partition("="))
         value = float(weight)  # ValueError for a missing or non-numeric weight
-        if not SOURCE_NAME.fullmatch(name) or name == "se" or name.startswith("se-") or name in weights:
+        if not is_source_name(name) or name in weights:
             raise ValueError(name)
         if not (math.isfinite(value) and value > 0):
             raise ValueError(weight)
@@ -175,8 +183,8 @@ RECOMPUTE = Kind(recompute_mode, f"one of {', '.join(RECOMPUTE_MODES)} (true = f
 TEXT = Kind(_text, "a string that does not start with '-'")
 SOURCE_WEIGHTS = Kind(
     _source_weights_text,
-    "name=weight pairs separated by commas, e.g. web=0.7,code=0.3: each name once, of a-z, 0-9 and '-' (at most "
-    "32, not se or se-...), each weight a positive finite number",
+    f"name=weight pairs separated by commas, e.g. web=0.7,code=0.3: each name once, {SOURCE_NAME_RULE}, each "
+    "weight a positive finite number",
 )
 # A folder in SageMaker's container: SageMaker and the workflow choose these, an execution's input may not.
 PATH = Kind(_text, "a path")

@@ -9,6 +9,8 @@ A dataset is one folder:
         manifests/<host>.json               one part per preprocessing host
         progress/<host>/<input>.json        preprocessing's per-input "done" records (for restarts)
 
+In a mix of sources, ``<input>`` is ``<source>_<file>`` and each shard's ``ShardInfo.source`` names its source.
+
 Each TFRecord record is one sequence of ``record_tokens`` (= context + 1) token ids stored as raw
 little-endian ``uint16`` bytes (``uint32`` when the vocabulary exceeds 65,535), so training reads it
 with ``tf.io.decode_raw`` after batching: 2 bytes a token, no protobuf.
@@ -140,6 +142,18 @@ class ShardInfo:
     source: str = ""  # the mix's source the shard's text came from ("" for a corpus of one source)
 
 
+# Per source of a mix, the manifest's ``sources`` counts: input files, documents, UTF-8 bytes of the written
+# documents' text, and document tokens (train + valid, and each split).
+SOURCE_COUNTS = ("files", "documents_read", "documents_written", "bytes", "tokens", "train_tokens", "valid_tokens")
+
+
+def add_source_counts(sources: dict[str, dict], name: str, counts: dict[str, int]) -> None:
+    """Adds ``counts`` (``SOURCE_COUNTS``, missing ones 0) to ``sources[name]``, which it creates when absent."""
+    totals = sources.setdefault(name, dict.fromkeys(SOURCE_COUNTS, 0))
+    for key in SOURCE_COUNTS:
+        totals[key] += counts.get(key, 0)
+
+
 @dataclasses.dataclass
 class Manifest:
     """What a dataset holds. A per-host part and the merged whole have the same shape."""
@@ -156,6 +170,7 @@ class Manifest:
     files_failed: dict[str, str] = dataclasses.field(default_factory=dict)  # input file -> error
     files_unsupported: list[str] = dataclasses.field(default_factory=list)  # files in no format it reads
     hosts: list[str] = dataclasses.field(default_factory=list)
+    sources: dict[str, dict] = dataclasses.field(default_factory=dict)  # name -> SOURCE_COUNTS; {}: one source
     format: str = FORMAT_VERSION
 
     @property
@@ -227,6 +242,9 @@ def merge_manifests(parts: list[Manifest]) -> Manifest:
         merged.files_failed.update(part.files_failed)
         merged.files_unsupported.extend(part.files_unsupported)
         merged.hosts.extend(part.hosts)
+        for name, counts in part.sources.items():
+            add_source_counts(merged.sources, name, counts)
+    merged.sources = dict(sorted(merged.sources.items()))
     merged.documents_skipped = dict(sorted(skipped.items()))
     merged.shards.sort(key=lambda s: s.file)
     return merged

@@ -24,12 +24,14 @@ CHUNK_BYTES = 1 << 20
 
 @dataclasses.dataclass(frozen=True)
 class Chunk:
-    """Consecutive raw records of one input, the first of them at ``first_index``."""
+    """Consecutive raw records of one input, the first of them at ``first_index``, and how its source is parsed."""
 
     input_name: str
     kind: str
     first_index: int
     records: list[bytes | None]
+    pile_set_names: frozenset[str] = frozenset()
+    text_field: str = DEFAULT_TEXT_FIELD
 
 
 @dataclasses.dataclass
@@ -42,6 +44,7 @@ class ChunkResult:
     documents_written: int
     skipped: Counter[str]
     bytes_read: int
+    text_bytes: int = 0  # UTF-8 bytes of the written documents' text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,14 +54,17 @@ class EncodeSettings:
     tokenizer_json: str
     dtype: str
     validation_fraction: float
-    pile_set_names: frozenset[str] = frozenset()
-    text_field: str = DEFAULT_TEXT_FIELD
 
 
 def chunk_records(
-    records: Iterable[bytes | None], input_name: str, kind: str, chunk_bytes: int = CHUNK_BYTES
+    records: Iterable[bytes | None],
+    input_name: str,
+    kind: str,
+    chunk_bytes: int = CHUNK_BYTES,
+    pile_set_names: frozenset[str] = frozenset(),
+    text_field: str = DEFAULT_TEXT_FIELD,
 ) -> Iterator[Chunk]:
-    """Groups records into chunks of about ``chunk_bytes``.
+    """Groups records into chunks of about ``chunk_bytes``, each parsed with ``pile_set_names`` and ``text_field``.
 
     When reading ``records`` raises, the part-filled chunk is yielded first: no record read is lost.
     """
@@ -72,12 +78,12 @@ def chunk_records(
             batch.append(record)
             size += len(record) if record is not None else 0
             if size >= chunk_bytes:
-                yield Chunk(input_name, kind, first, batch)
+                yield Chunk(input_name, kind, first, batch, pile_set_names, text_field)
                 batch, size = [], 0
     except Exception as e:  # a read error: hand over what was read, then raise it
         error = e
     if batch:
-        yield Chunk(input_name, kind, first, batch)
+        yield Chunk(input_name, kind, first, batch, pile_set_names, text_field)
     if error is not None:
         raise error
 
@@ -109,7 +115,7 @@ class Encoder:
         skipped: Counter[str] = Counter()
         texts: dict[str, list[str]] = {"train": [], "validation": []}
         for offset, raw in enumerate(chunk.records):
-            parsed = parse_record(chunk.kind, raw, self.settings.pile_set_names, self.settings.text_field)
+            parsed = parse_record(chunk.kind, raw, chunk.pile_set_names, chunk.text_field)
             if isinstance(parsed, Skip):
                 skipped[parsed.value] += 1
                 continue
@@ -125,6 +131,7 @@ class Encoder:
             documents_written=len(texts["train"]) + len(texts["validation"]),
             skipped=skipped,
             bytes_read=sum(len(r) for r in chunk.records if r is not None),
+            text_bytes=sum(len(text.encode()) for split in texts.values() for text in split),
         )
 
     def _tokens(self, texts: list[str]) -> np.ndarray:

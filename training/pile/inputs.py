@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
-from contract.formats import SUFFIXES, Format, file_format
+from contract.formats import DEFAULT_TEXT_FIELD, SUFFIXES, Format, file_format
 
 
 class InputError(Exception):
@@ -18,13 +19,29 @@ class NoDocumentsError(InputError):
 
 
 @dataclasses.dataclass(frozen=True)
+class Source:
+    """One source of a mix, read from ``<input_dir>/<name>/``; ``name`` "" is a corpus of one source (all of
+    ``input_dir``). ``pile_set_names``: the ``meta.pile_set_name`` values kept (none: all)."""
+
+    name: str = ""
+    weight: float = 1.0
+    text_field: str = DEFAULT_TEXT_FIELD
+    pile_set_names: frozenset[str] = frozenset()
+
+    def folder(self, input_dir: str | Path) -> Path:
+        return Path(input_dir) / self.name if self.name else Path(input_dir)
+
+
+@dataclasses.dataclass(frozen=True)
 class InputFile:
-    """One input file: ``name`` is unique within a run and safe in a file name, e.g. ``00`` for ``00.jsonl.zst``."""
+    """One input file: ``name`` is unique within a run and safe in a file name, e.g. ``00`` for ``00.jsonl.zst``
+    (``web_00`` for ``web/00.jsonl.zst`` of source ``web``: source names hold no ``_``)."""
 
     path: Path
-    relative: str  # path below the input folder, with "/" separators
+    relative: str  # path below the input folder, with "/" separators (a source's: below input_dir, "web/...")
     name: str
     format: Format
+    source: str = ""
 
     @property
     def kind(self) -> str:
@@ -38,28 +55,50 @@ def _visible_files(root: Path) -> list[str]:
     return [p for p in paths if not any(part.startswith(".") for part in p.split("/"))]
 
 
-def unsupported_files(input_dir: str | Path) -> list[str]:
-    """The files below ``input_dir`` in a format preprocessing cannot read (named in the run's summary)."""
-    root = Path(input_dir)
-    return [p for p in _visible_files(root) if file_format(p) is None] if root.is_dir() else []
+def unsupported_files(input_dir: str | Path, sources: Sequence[Source] = (Source(),)) -> list[str]:
+    """The files below ``input_dir`` (a source's below ``<input_dir>/<name>/``) in a format preprocessing cannot
+    read (named in the run's summary)."""
+    found = []
+    for source in sources:
+        root = source.folder(input_dir)
+        if root.is_dir():
+            found += [_relative(source, p) for p in _visible_files(root) if file_format(p) is None]
+    return found
 
 
-def find_inputs(input_dir: str | Path) -> list[InputFile]:
-    """Every supported file below ``input_dir`` (recursively, sorted by path); hidden files are ignored."""
-    root = Path(input_dir)
+def _relative(source: Source, path: str) -> str:
+    return f"{source.name}/{path}" if source.name else path
+
+
+def _source_inputs(input_dir: Path, source: Source) -> list[InputFile]:
+    """The supported files of one source, sorted by path."""
+    root = source.folder(input_dir)
     if not root.is_dir():
         raise InputError(f"input folder {root} does not exist")
     found: dict[str, InputFile] = {}
-    for relative in _visible_files(root):
-        if (kind := file_format(relative)) is None:
+    for path in _visible_files(root):
+        if (kind := file_format(path)) is None:
             continue
-        name = re.sub(r"[^A-Za-z0-9._-]", "_", relative[: -len(kind.suffix)].replace("/", "_"))
+        relative = _relative(source, path)
+        stem = re.sub(r"[^A-Za-z0-9._-]", "_", path[: -len(kind.suffix)].replace("/", "_"))
+        name = f"{source.name}_{stem}" if source.name else stem
         if name in found:
             raise InputError(f"inputs {found[name].relative} and {relative} would both write shards named {name!r}")
-        found[name] = InputFile(path=root / relative, relative=relative, name=name, format=kind)
+        found[name] = InputFile(path=root / path, relative=relative, name=name, format=kind, source=source.name)
+    return list(found.values())
+
+
+def find_inputs(input_dir: str | Path, sources: Sequence[Source] = (Source(),)) -> list[InputFile]:
+    """Every supported file of every source (recursively, sorted by source, then path); hidden files are ignored.
+
+    A source's folder may be empty (a host may get no file of a small source); all of them may not.
+    """
+    root = Path(input_dir)
+    found = [file for source in sorted(sources, key=lambda s: s.name) for file in _source_inputs(root, source)]
     if not found:
-        unreadable = unsupported_files(root)
+        unreadable = unsupported_files(root, sources)
         more = " ..." if len(unreadable) > 5 else ""
         named = f" (not readable: {', '.join(unreadable[:5])}{more})" if unreadable else ""
-        raise InputError(f"no input files in {root}: expected {', '.join(SUFFIXES)} files{named}")
-    return list(found.values())
+        folders = ", ".join(str(source.folder(root)) for source in sources)
+        raise InputError(f"no input files in {folders}: expected {', '.join(SUFFIXES)} files{named}")
+    return found

@@ -1,6 +1,6 @@
 import pytest
 
-from pile.inputs import InputError, find_inputs, unsupported_files
+from pile.inputs import InputError, Source, find_inputs, unsupported_files
 
 
 def test_find_inputs_recursive_sorted_named_and_filtered(tmp_path):
@@ -36,3 +36,23 @@ def test_missing_or_empty_folder_is_an_error(tmp_path):
     (tmp_path / "readme.md").write_text("x")
     with pytest.raises(InputError, match=r"no input files .*\(not readable: readme.md\)"):
         find_inputs(tmp_path)
+
+
+def test_sources_are_read_from_their_folders_named_apart_and_may_be_empty_on_a_host(tmp_path):
+    for name in ("a/b-00.jsonl", "a-b/00.jsonl", "a-b/notes.md", "web/sub/x.parquet", "elsewhere.jsonl"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(b"")
+    (tmp_path / "empty").mkdir()
+    sources = [Source("web"), Source("a-b"), Source("empty"), Source("a")]
+    found = find_inputs(tmp_path, sources)
+    assert [(f.source, f.relative, f.name) for f in found] == [
+        ("a", "a/b-00.jsonl", "a_b-00"),
+        ("a-b", "a-b/00.jsonl", "a-b_00"),
+        ("web", "web/sub/x.parquet", "web_sub_x"),
+    ]
+    assert found[2].path == tmp_path / "web" / "sub" / "x.parquet"
+    assert unsupported_files(tmp_path, sources) == ["a-b/notes.md"]
+    with pytest.raises(InputError, match="does not exist"):
+        find_inputs(tmp_path, [Source("web"), Source("nope")])
+    with pytest.raises(InputError, match=r"no input files in .*empty"):
+        find_inputs(tmp_path, [Source("empty")])

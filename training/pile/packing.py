@@ -43,7 +43,7 @@ class SplitWriter:
     """Writes one split of one input: ``<dataset>/<split>/<prefix>-<n>.tfrecord``, n = 00000, 00001, ...
 
     ``add`` takes token streams in order; ``finish`` pads the last record with end-of-text and returns the shards.
-    ``on_shard`` is called after each shard is renamed into place.
+    ``on_shard`` is called after each shard is renamed into place; ``source`` is the mix's source of the input.
     """
 
     def __init__(
@@ -56,6 +56,7 @@ class SplitWriter:
         records_per_shard: int,
         eot_id: int,
         on_shard: Callable[[ShardInfo], None] | None = None,
+        source: str = "",
     ):
         self.dataset_dir = Path(dataset_dir)
         self.split, self.prefix = split, prefix
@@ -63,6 +64,7 @@ class SplitWriter:
         self.dtype = np.dtype(dtype).newbyteorder("<")
         self.eot_id = eot_id
         self.on_shard = on_shard
+        self.source = source
         self.shards: list[ShardInfo] = []
         self._pending = np.zeros(0, dtype=self.dtype)
         self._file: _HashingFile | None = None
@@ -111,6 +113,7 @@ class SplitWriter:
             tokens=self._records * self.record_tokens - self._padding,
             sha256=self._file.sha256.hexdigest(),
             padding_tokens=self._padding,
+            source=self.source,
         )
         self.shards.append(info)
         self._file, self._records, self._padding = None, 0, 0

@@ -95,11 +95,34 @@ def write_sample_corpus(folder: str | Path, documents: Iterable[tuple[str, str]]
     FineWeb-like ``.parquet`` (its text column only), with the two MALFORMED lines in the middle; returns the paths."""
     lines = [pile_line(text, name) for text, name in documents]
     lines[len(lines) // 2 : len(lines) // 2] = MALFORMED
-    per_file = -(-len(lines) // files)
-    parts = [lines[index * per_file : (index + 1) * per_file] for index in range(files)]
+    parts = _split(lines, files)
     paths = [write_jsonl(Path(folder) / f"{index:02d}.jsonl.zst", part) for index, part in enumerate(parts[:-1])]
     texts = [json.loads(line)["text"] for line in parts[-1]]  # past the middle: no malformed line
     return [*paths, write_parquet(Path(folder) / f"{files - 1:02d}.parquet", texts)]
+
+
+MIX_SOURCES = ("pile", "web")  # the two sources of write_mix_corpus: Pile .jsonl.zst, FineWeb-like Parquet
+
+
+def write_mix_corpus(folder: str | Path, documents: Iterable[tuple[str, str]], files: int = 2) -> dict[str, list[Path]]:
+    """(text, pile_set_name) documents, alternately, as a corpus of two sources, a folder each: ``pile/NN.jsonl.zst``
+    (Pile lines, the MALFORMED ones in the middle) and ``web/NN.parquet`` (a ``text`` column), ``files`` files a
+    source; returns each source's paths."""
+    pairs = list(documents)
+    lines = [pile_line(text, name) for text, name in pairs[0::2]]
+    lines[len(lines) // 2 : len(lines) // 2] = MALFORMED
+    texts = [text for text, _ in pairs[1::2]]
+    pile, web = (Path(folder) / name for name in MIX_SOURCES)
+    return {
+        "pile": [write_jsonl(pile / f"{n:02d}.jsonl.zst", part) for n, part in enumerate(_split(lines, files))],
+        "web": [write_parquet(web / f"{n:02d}.parquet", part) for n, part in enumerate(_split(texts, files))],
+    }
+
+
+def _split(items: list, parts: int) -> list[list]:
+    """``items`` in ``parts`` consecutive runs of about equal length (the last ones shorter)."""
+    size = -(-len(items) // parts)
+    return [items[n * size : (n + 1) * size] for n in range(parts)]
 
 
 def compress_flushed(lines: list[bytes], suffix: str) -> tuple[bytes, list[int]]:

@@ -8,9 +8,11 @@ import zstandard
 
 from pile.sample_corpus import (
     MALFORMED,
+    MIX_SOURCES,
     PILE_SET_NAMES,
     compress_flushed,
     stdlib_documents,
+    write_mix_corpus,
     write_pile,
     write_sample_corpus,
 )
@@ -42,6 +44,22 @@ def test_sample_corpus_is_zst_files_and_a_parquet_with_the_malformed_lines_in_th
     assert lines[5:7] == list(MALFORMED)
     texts = [json.loads(line)["text"] for line in lines if line not in MALFORMED]
     assert texts + pq.read_table(paths[2])["text"].to_pylist() == [t for t, _ in documents]
+
+
+def test_mix_corpus_is_a_folder_of_zst_files_and_one_of_parquet_files(tmp_path):
+    documents = [(f"text {i}", PILE_SET_NAMES[i % 2]) for i in range(10)]
+    paths = write_mix_corpus(tmp_path / "corpus", documents, files=2)
+    assert tuple(paths) == MIX_SOURCES
+    assert [p.relative_to(tmp_path / "corpus").as_posix() for p in paths["pile"] + paths["web"]] == [
+        "pile/00.jsonl.zst", "pile/01.jsonl.zst", "web/00.parquet", "web/01.parquet"
+    ]  # fmt: skip
+    lines = [
+        line for p in paths["pile"] for line in zstandard.ZstdDecompressor().decompress(p.read_bytes()).splitlines(1)
+    ]
+    assert lines[2:4] == list(MALFORMED)
+    pile = [json.loads(line) for line in lines if line not in MALFORMED]
+    assert [(b["text"], b["meta"]["pile_set_name"]) for b in pile] == documents[0::2]
+    assert [t for p in paths["web"] for t in pq.read_table(p)["text"].to_pylist()] == [t for t, _ in documents[1::2]]
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,9 @@
 """``preprocess.py shards``: every input of this host into packed token shards and a manifest part.
 
 Restarts: each input writes ``progress/<host>/<input>.json`` after its shards are complete; a rerun skips inputs
-whose record is there (same settings, shards present, no read error) and redoes the others from the start,
-first deleting whatever a killed run left of them. The manifest part is written last, from those records.
+whose record is there (same source, path and settings, shards present, no read error) and redoes the others from
+the start, first deleting whatever a killed run left of them. The manifest part is written last, from those records.
+With a mix, every input's shards are of its source (``ShardInfo.source``) and the manifest counts each source.
 """
 
 from __future__ import annotations
@@ -18,11 +19,20 @@ from collections import Counter
 from pathlib import Path
 
 from contract.formats import DEFAULT_TEXT_FIELD
-from data.token_shards import SPLITS, TOKENIZER_FILE, Manifest, ShardInfo, sha256_of, token_dtype, write_manifest_part
+from data.token_shards import (
+    SPLITS,
+    TOKENIZER_FILE,
+    Manifest,
+    ShardInfo,
+    add_source_counts,
+    sha256_of,
+    token_dtype,
+    write_manifest_part,
+)
 
 from pile.bpe import encoder_from_json, eot_id, tokenizer_file
 from pile.encode import CHUNK_BYTES, EncodeSettings, chunk_records
-from pile.inputs import InputFile, NoDocumentsError, find_inputs, unsupported_files
+from pile.inputs import InputFile, NoDocumentsError, Source, find_inputs, unsupported_files
 from pile.packing import SplitWriter, sequences_per_shard
 from pile.progress import Progress
 from pile.reader import ReadError, iter_records
@@ -42,11 +52,16 @@ class ShardsConfig:
     sequence_length: int = 2048
     shard_size_mb: float = 1024
     validation_fraction: float = 0.0005
-    pile_set_names: frozenset[str] = frozenset()
-    text_field: str = DEFAULT_TEXT_FIELD
+    pile_set_names: frozenset[str] = frozenset()  # without sources
+    text_field: str = DEFAULT_TEXT_FIELD  # without sources
     workers: int = 1
     progress_seconds: float = 30.0
     chunk_bytes: int = CHUNK_BYTES
+    sources: tuple[Source, ...] = ()  # a mix, each source read from <input_dir>/<name>/; none: input_dir
+
+    def input_sources(self) -> tuple[Source, ...]:
+        """The mix's sources, or the one source "" of ``input_dir`` with ``pile_set_names`` and ``text_field``."""
+        return self.sources or (Source("", 1.0, self.text_field, self.pile_set_names),)
 
 
 @dataclasses.dataclass
@@ -60,6 +75,21 @@ class InputRecord:
     documents_written: int = 0
     documents_skipped: dict[str, int] = dataclasses.field(default_factory=dict)
     error: str | None = None
+    source: str = ""
+    text_bytes: int = 0  # UTF-8 bytes of the written documents' text
+
+    def source_counts(self) -> dict[str, int]:
+        """This input's share of its source's counts in the manifest (``SOURCE_COUNTS``)."""
+        split_tokens = {split: sum(s.tokens for s in self.shards if s.split == split) for split in SPLITS}
+        return {
+            "files": 1,
+            "documents_read": self.documents_read,
+            "documents_written": self.documents_written,
+            "bytes": self.text_bytes,
+            "tokens": sum(split_tokens.values()),
+            "train_tokens": split_tokens["train"],
+            "valid_tokens": split_tokens["validation"],
+        }
 
     @classmethod
     def load(cls, path: Path) -> InputRecord:
@@ -92,7 +122,8 @@ class ShardsJob:
 
     def __init__(self, config: ShardsConfig):
         self.config = config
-        self.inputs = find_inputs(config.input_dir)
+        self.sources = {source.name: source for source in config.input_sources()}
+        self.inputs = find_inputs(config.input_dir, list(self.sources.values()))
         path = tokenizer_file(config.tokenizer)
         self.tokenizer_path = path
         self.tokenizer_json = path.read_text()
@@ -104,7 +135,7 @@ class ShardsJob:
             eot_token_id=eot_id(self.tokenizer),
             tokenizer_sha256=sha256_of(path),
             hosts=[config.host],
-            files_unsupported=unsupported_files(config.input_dir),
+            files_unsupported=unsupported_files(config.input_dir, list(self.sources.values())),
         )
         self.settings = {  # an input done with other settings is redone
             "tokenizer_sha256": self.manifest.tokenizer_sha256,
@@ -113,8 +144,6 @@ class ShardsJob:
                 config.shard_size_mb, config.sequence_length + 1, self.manifest.dtype
             ),
             "validation_fraction": config.validation_fraction,
-            "pile_set_names": sorted(config.pile_set_names),
-            "text_field": config.text_field,
         }
         self.progress = Progress(config.host, config.progress_seconds)
         self._runner = None
@@ -126,6 +155,11 @@ class ShardsJob:
         if existing.is_file() and sha256_of(existing) != self.manifest.tokenizer_sha256:
             raise ValueError(f"{existing} differs from {self.tokenizer_path}: that folder holds another dataset")
 
+    def _settings(self, file: InputFile) -> dict:
+        """What an input's shards depend on: the run's settings and its source's filter and text field."""
+        source = self.sources[file.source]
+        return {**self.settings, "pile_set_names": sorted(source.pile_set_names), "text_field": source.text_field}
+
     def _record_path(self, source: InputFile) -> Path:
         return self.config.output_dir / PROGRESS_DIR / self.config.host / f"{source.name}.json"
 
@@ -134,11 +168,12 @@ class ShardsJob:
 
     def run(self) -> Manifest:
         log.info(
-            "%s: %d inputs, tokenizer %s, settings %s",
+            "%s: %d inputs, tokenizer %s, settings %s%s",
             self.config.host,
             len(self.inputs),
             self.tokenizer_path,
             self.settings,
+            f", sources {list(self.config.sources)}" if self.config.sources else "",
         )
         try:
             for number, source in enumerate(self.inputs, 1):
@@ -170,7 +205,9 @@ class ShardsJob:
         if not path.is_file():
             return None
         record = InputRecord.load(path)
-        if record.error or record.settings != self.settings:
+        if record.error or (record.source, record.input) != (source.source, source.relative):
+            return None
+        if record.settings != self._settings(source):
             return None
         if not all((self.config.output_dir / shard.file).is_file() for shard in record.shards):
             return None
@@ -192,8 +229,6 @@ class ShardsJob:
                 self.tokenizer_json,
                 self.manifest.dtype,
                 self.config.validation_fraction,
-                self.config.pile_set_names,
-                self.config.text_field,
             )
             self._runner = make_runner(settings, self.config.workers, self.tokenizer)
         writers = [
@@ -206,19 +241,24 @@ class ShardsJob:
                 self.settings["records_per_shard"],
                 self.manifest.eot_token_id,
                 on_shard=self._kill_switch,
+                source=source.source,
             )
             for split in SPLITS
         ]
-        record = InputRecord(input=source.relative, settings=self.settings, shards=[])
+        record = InputRecord(input=source.relative, settings=self._settings(source), shards=[], source=source.source)
         skipped: Counter[str] = Counter()
-        records = iter_records(source, text_field=self.config.text_field)
-        chunks = chunk_records(records, source.name, source.kind, self.config.chunk_bytes)
+        spec = self.sources[source.source]
+        records = iter_records(source, text_field=spec.text_field)
+        chunks = chunk_records(
+            records, source.name, source.kind, self.config.chunk_bytes, spec.pile_set_names, spec.text_field
+        )
         try:
             for result in self._runner.map(chunks):
                 writers[0].add(result.train)
                 writers[1].add(result.validation)
                 record.documents_read += result.documents_read
                 record.documents_written += result.documents_written
+                record.text_bytes += result.text_bytes
                 skipped.update(result.skipped)
                 self.progress.update(
                     result.documents_read, result.bytes_read, len(result.train) + len(result.validation)
@@ -240,6 +280,8 @@ class ShardsJob:
         self.manifest.documents_skipped = dict(sorted(skipped.items()))
         if record.error:
             self.manifest.files_failed[record.input] = record.error
+        if record.source:
+            add_source_counts(self.manifest.sources, record.source, record.source_counts())
 
     def _remove_records(self) -> None:
         """Undoes this host's bookkeeping when it produced nothing, so the output folder is left as it was."""

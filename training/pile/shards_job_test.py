@@ -2,11 +2,12 @@ import json
 from collections import Counter
 
 import pytest
-from data.token_shards import read_manifest, verify_dataset
+from data.token_shards import SPLITS, read_manifest, verify_dataset
 
-from pile.inputs import NoDocumentsError
+from pile.bpe import encoder_from_json
+from pile.inputs import NoDocumentsError, Source
 from pile.roundtrip import decode_dataset
-from pile.sample_corpus import compress_flushed, pile_line, write_jsonl, write_pile
+from pile.sample_corpus import PILE_SET_NAMES, compress_flushed, pile_line, write_jsonl, write_parquet, write_pile
 from pile.shards_job import ShardsConfig, run_shards
 
 BAD_LINES = [b"not json", b'{"meta": {}}', b'{"text": 7}', b'{"text": "\xff\xfe"}', b'{"text": ""}', b"", b"[1]"]
@@ -121,3 +122,61 @@ def test_output_made_with_another_tokenizer_is_refused(tmp_path, corpus, tokeniz
     (tmp_path / "out" / "tokenizer.json").write_text("{}")
     with pytest.raises(ValueError, match="holds another dataset"):
         run_shards(config(tmp_path, tokenizer_json))
+
+
+MIX = (Source("code", 1.0, pile_set_names=frozenset({"Github", "ArXiv"})), Source("web", 3.0, "content"))
+
+
+def write_mix(tmp_path, corpus):
+    """Two hosts' inputs of a two-source mix (``raw1``, ``raw2``); returns each source's documents written and read."""
+    docs = [text[start : start + 800] for text in corpus for start in range(0, len(text), 800)][:60]
+    assert len(docs) == len(set(docs)) == 60
+    web, code = docs[:30], docs[30:]  # code's pile_set_names alternate Github, Pile-CC, ArXiv: Pile-CC is filtered
+    lines = [pile_line(d, PILE_SET_NAMES[i % 3]) for i, d in enumerate(code)]
+    write_parquet(tmp_path / "raw1" / "web" / "00.parquet", web[:12], text_field="content")
+    write_parquet(tmp_path / "raw2" / "web" / "01.parquet", web[12:], text_field="content")
+    write_jsonl(tmp_path / "raw1" / "code" / "00.jsonl", [*lines[:15], b"not json\n"])
+    write_jsonl(tmp_path / "raw2" / "code" / "sub" / "01.jsonl.zst", lines[15:])
+    written = {"web": web, "code": [d for i, d in enumerate(code) if i % 3 != 1]}
+    return written, {"web": 30, "code": 31}
+
+
+def test_a_mix_on_two_hosts_shards_each_source_apart_and_counts_it(tmp_path, corpus, tokenizer_json):
+    written, read = write_mix(tmp_path, corpus)
+    for host in ("1", "2"):
+        run_shards(
+            config(tmp_path, tokenizer_json, input_dir=tmp_path / f"raw{host}", host=f"algo-{host}", sources=MIX)
+        )
+    out = tmp_path / "out"
+    manifest = read_manifest(out)
+    verify_dataset(out, manifest, checksums=True)
+    assert {s.source for s in manifest.shards} == {"code", "web"}
+    for shard in manifest.shards:  # the file names: unique per host and source
+        assert shard.file.split("/")[1].startswith((f"algo-1-{shard.source}_", f"algo-2-{shard.source}_"))
+    assert len({s.file for s in manifest.shards}) == len(manifest.shards)
+    encoder = encoder_from_json(tokenizer_json)
+    for name, docs in written.items():
+        assert Counter(decode_dataset(out, source=name)) == Counter(docs)  # every shard holds its source's text
+        assert decode_dataset(out, "validation", source=name)  # each source its own validation shards
+        tokens = {split: sum(s.tokens for s in manifest.split_shards(split) if s.source == name) for split in SPLITS}
+        assert manifest.sources[name] == {
+            "files": 2,
+            "documents_read": read[name],
+            "documents_written": len(docs),
+            "bytes": sum(len(d.encode()) for d in docs),
+            "tokens": sum(len(encoder.encode(d, add_special_tokens=False).ids) + 1 for d in docs),
+            "train_tokens": tokens["train"],
+            "valid_tokens": tokens["validation"],
+        }
+    assert manifest.documents_skipped == {"filtered_pile_set_name": 10, "not_json": 1}
+
+
+def test_a_done_record_counts_for_its_own_source_and_path_only(tmp_path, corpus, tokenizer_json):
+    """``web_00.jsonl`` of a one-source run and ``web/00.jsonl`` of source web share a record name: neither is
+    taken for the other."""
+    write_pile(tmp_path / "one" / "web_00.jsonl", corpus[:3])
+    run_shards(config(tmp_path, tokenizer_json, input_dir=tmp_path / "one"))
+    write_pile(tmp_path / "mix" / "web" / "00.jsonl", corpus[3:6])
+    manifest = run_shards(config(tmp_path, tokenizer_json, input_dir=tmp_path / "mix", sources=(Source("web"),)))
+    assert {s.source for s in manifest.shards} == {"web"} and manifest.sources["web"]["files"] == 1
+    assert Counter(decode_dataset(tmp_path / "out")) == Counter(corpus[3:6])

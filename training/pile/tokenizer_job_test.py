@@ -2,9 +2,9 @@ import pytest
 import zstandard
 from tokenizers import Tokenizer
 
-from pile.inputs import NoDocumentsError, find_inputs
+from pile.inputs import NoDocumentsError, Source, find_inputs
 from pile.sample_corpus import pile_line, write_jsonl, write_pile
-from pile.tokenizer_job import SampleStats, run_tokenizer, sample_texts
+from pile.tokenizer_job import SampleStats, mix_sample_texts, run_tokenizer, sample_texts
 
 
 def test_sample_is_spread_over_every_input_within_the_budget(tmp_path):
@@ -42,3 +42,29 @@ def test_no_usable_documents_fails_and_writes_nothing(tmp_path):
     with pytest.raises(NoDocumentsError, match="2 read"):
         run_tokenizer(tmp_path / "raw", tmp_path / "out", vocab_size=300, sample_bytes=10**6)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_mix_samples_each_source_by_its_weight_and_a_small_one_gives_what_it_has(tmp_path):
+    for name in ("web", "code"):
+        write_pile(tmp_path / name / "a.jsonl", [f"{name}{i} " + "x" * 80 for i in range(100)])
+        write_pile(tmp_path / name / "b.jsonl", [f"{name}{i} " + "y" * 80 for i in range(100)])
+    write_pile(tmp_path / "tiny" / "a.jsonl", ["tiny"])
+    write_pile(tmp_path / "elsewhere.jsonl", ["not of any source"])
+    sources = [Source("code", 1.0), Source("tiny", 1.0), Source("web", 3.0)]
+    stats = SampleStats()
+    texts = list(mix_sample_texts(find_inputs(tmp_path, sources), sources, 10_000, stats=stats))
+    line = len(pile_line("web0 " + "x" * 80, "Github"))  # one document's share of the budget, at most
+    assert 6_000 <= stats.source_bytes["web"] < 6_000 + 2 * line  # 10,000 x 3/5, less the unsampled rounding
+    assert 2_000 <= stats.source_bytes["code"] < 2_000 + 2 * line
+    assert stats.source_bytes["tiny"] == len(pile_line("tiny", "Github")) - 1  # all it has, nothing more to others
+    assert {t[:3] for t in texts} == {"web", "cod", "tin"}
+    assert not any(t.startswith("not") for t in texts)
+
+
+def test_run_tokenizer_reads_only_the_sources_folders(tmp_path, corpus):
+    write_pile(tmp_path / "raw" / "web" / "a.jsonl", corpus[:10])
+    write_jsonl(tmp_path / "raw" / "code" / "b.jsonl", [b'{"content": "code text"}\n'])
+    write_pile(tmp_path / "raw" / "other.jsonl", corpus[10:20])
+    sources = (Source("code", 1.0, "content"), Source("web", 1.0))
+    stats = run_tokenizer(tmp_path / "raw", tmp_path / "out", vocab_size=300, sample_bytes=10**6, sources=sources)
+    assert stats.documents_used == 11 and set(stats.source_bytes) == {"code", "web"}
