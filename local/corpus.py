@@ -4,10 +4,10 @@ a corpus of the user's own (``make run CORPUS=path``).
 Two kinds of documents, each with the ``meta.pile_set_name`` The Pile would give it:
 - ``Github``: the standard library's own source files;
 - ``Pile-CC``: the prose of the Python documentation that ships with the interpreter (``pydoc_data``).
-``make run`` trains on them as a mix of two sources (``SAMPLE_MIX``): ``code``, a few ``.jsonl.zst`` files with two
-malformed lines, and ``docs``, FineWeb-like ``.parquet`` files (``write_mix_corpus``). ``write_corpus`` writes them
-as one Pile-like source. Written by the training package's fixture (``training/pile/sample_corpus.py``); this
-module only chooses the texts and the size.
+``make run`` trains on them as a mix of two sources (``SAMPLE_MIX``): ``pile``, the sources as ``.jsonl.zst`` files
+with two malformed lines, and ``web``, the documentation as FineWeb-like ``.parquet`` files (``write_mix_corpus``).
+``write_corpus`` writes them as one Pile-like source. Written by the training package's fixture
+(``training/pile/sample_corpus.py``); this module only chooses the texts and the size.
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ from pathlib import Path
 
 from cli.data import corpus_files
 from local.folder_store import FolderStore
-from training.pile.sample_corpus import MALFORMED, pile_line, write_jsonl, write_parquet, write_sample_corpus
+from training.pile.sample_corpus import write_mix_corpus as write_sample_mix
+from training.pile.sample_corpus import write_sample_corpus
 
-# The sample mix: (source, weight, format). The docs are small (about 0.5 MB) and repeat; the code is subsampled.
-SAMPLE_MIX = (("code", 0.7, ".jsonl.zst"), ("docs", 0.3, ".parquet"))
+# The sample mix, (source, weight): the code (``pile``) is subsampled, the documentation (``web``, 0.5 MB) repeats.
+SAMPLE_MIX = (("pile", 0.7), ("web", 0.3))
 DOCS_PIECE_CHARS = 1_000  # the documentation cut in pieces: enough documents for each source's validation split
 
 
@@ -52,32 +53,20 @@ def write_corpus(folder: Path, total_mb: int = 24, files: int = 4) -> list[Path]
 
 def write_mix_corpus(folder: Path, total_mb: int = 24, files: int = 2) -> dict[str, list[Path]]:
     """Writes ``SAMPLE_MIX``'s sources in ``folder/<source>/``, ``files`` files each, about ``total_mb`` MB of text
-    in all: the documentation in pieces as Parquet, the standard library's sources as ``.jsonl.zst`` (with the two
-    MALFORMED lines). Returns each source's paths."""
-    texts = {"code": [], "docs": []}
+    in all: the standard library's sources as ``pile`` (``.jsonl.zst``, with two malformed lines), the documentation
+    cut in pieces as ``web`` (Parquet). Returns each source's paths."""
+    code, docs = [], []
     for text, name in documents(total_mb << 20):
         if name == "Pile-CC":
-            texts["docs"] += [text[i : i + DOCS_PIECE_CHARS] for i in range(0, len(text), DOCS_PIECE_CHARS)]
+            docs += [text[i : i + DOCS_PIECE_CHARS] for i in range(0, len(text), DOCS_PIECE_CHARS)]
         else:
-            texts["code"].append(text)
-    lines = [pile_line(text, "Github") for text in texts["code"]]
-    lines[len(lines) // 2 : len(lines) // 2] = MALFORMED
-    written: dict[str, list[Path]] = {}
-    for source, _, suffix in SAMPLE_MIX:
-        items = lines if source == "code" else texts["docs"]
-        per_file = -(-len(items) // files)
-        parts = [items[i * per_file : (i + 1) * per_file] for i in range(files)]
-        paths = [folder / source / f"{i:02d}{suffix}" for i in range(files)]
-        write = write_jsonl if suffix == ".jsonl.zst" else write_parquet
-        written[source] = [write(path, part) for path, part in zip(paths, parts, strict=True)]
-    return written
+            code.append((text, name))
+    return write_sample_mix(folder, code, docs, files)
 
 
 def sample_mix_input(prefix: str) -> dict:
     """The execution input's ``corpus.sources`` for the sample mix written under ``prefix``."""
-    return {
-        "sources": [{"name": name, "s3_uri": f"{prefix}{name}/", "weight": weight} for name, weight, _ in SAMPLE_MIX]
-    }
+    return {"sources": [{"name": name, "s3_uri": f"{prefix}{name}/", "weight": weight} for name, weight in SAMPLE_MIX]}
 
 
 def own_corpus(path: Path, store: FolderStore, raw_bucket: str, most_instances: int) -> dict:

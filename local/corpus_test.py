@@ -56,20 +56,20 @@ def test_a_folder_corpus_keeps_its_layout_and_at_most_the_default_instances(tmp_
 def test_the_sample_mix_is_two_sources_one_of_them_parquet_each_with_its_own_files(tmp_path):
     written = write_mix_corpus(tmp_path, total_mb=2)
     assert {name: [p.relative_to(tmp_path).as_posix() for p in paths] for name, paths in written.items()} == {
-        "code": ["code/00.jsonl.zst", "code/01.jsonl.zst"],
-        "docs": ["docs/00.parquet", "docs/01.parquet"],
+        "pile": ["pile/00.jsonl.zst", "pile/01.jsonl.zst"],
+        "web": ["web/00.parquet", "web/01.parquet"],
     }
     code = [
         line + b"\n"
-        for p in written["code"]
+        for p in written["pile"]
         for line in zstandard.ZstdDecompressor().stream_reader(p.open("rb")).read().splitlines()
     ]
     assert sum(line in MALFORMED for line in code) == 2
     assert {json.loads(line)["meta"]["pile_set_name"] for line in code if line not in MALFORMED} == {"Github"}
-    docs = [text for p in written["docs"] for text in pq.read_table(p)["text"].to_pylist()]
+    docs = [text for p in written["web"] for text in pq.read_table(p)["text"].to_pylist()]
     assert len(docs) > 400 and max(len(text) for text in docs) == DOCS_PIECE_CHARS  # pieces: a validation split each
     sources = sample_mix_input("s3://raw/sample-mix/")["sources"]
     assert [(s["name"], s["s3_uri"]) for s in sources] == [
-        ("code", "s3://raw/sample-mix/code/"),
-        ("docs", "s3://raw/sample-mix/docs/"),
+        ("pile", "s3://raw/sample-mix/pile/"),
+        ("web", "s3://raw/sample-mix/web/"),
     ]

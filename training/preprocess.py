@@ -124,9 +124,6 @@ def mix_sources(args: argparse.Namespace) -> tuple[Source, ...]:
         subsets[name].add(subset)
     if weights and args.pile_set_names:
         raise ValueError("--pile_set_names: not with --source; give --source_pile_set_names=NAME:SUBSET per source")
-    for name in weights:
-        if not (args.input_dir / name).is_dir():
-            raise ValueError(f"--source: {args.input_dir / name}/ does not exist: give each source's files there")
     return tuple(
         Source(name, weights[name], fields.get(name, args.text_field), frozenset(subsets[name]))
         for name in sorted(weights)

@@ -73,6 +73,8 @@ def _relative(source: Source, path: str) -> str:
 def _source_inputs(input_dir: Path, source: Source) -> list[InputFile]:
     """The supported files of one source, sorted by path."""
     root = source.folder(input_dir)
+    if source.name and not root.is_dir():  # a mix's source of which this host got no file (ShardedByS3Key)
+        return []
     if not root.is_dir():
         raise InputError(f"input folder {root} does not exist")
     found: dict[str, InputFile] = {}
@@ -91,7 +93,7 @@ def _source_inputs(input_dir: Path, source: Source) -> list[InputFile]:
 def find_inputs(input_dir: str | Path, sources: Sequence[Source] = (Source(),)) -> list[InputFile]:
     """Every supported file of every source (recursively, sorted by source, then path); hidden files are ignored.
 
-    A source's folder may be empty (a host may get no file of a small source); all of them may not.
+    A source's folder may be empty or missing (a host may get no file of a small source); all of them may not.
     """
     root = Path(input_dir)
     found = [file for source in sorted(sources, key=lambda s: s.name) for file in _source_inputs(root, source)]

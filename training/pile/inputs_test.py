@@ -52,7 +52,7 @@ def test_sources_are_read_from_their_folders_named_apart_and_may_be_empty_on_a_h
     ]
     assert found[2].path == tmp_path / "web" / "sub" / "x.parquet"
     assert unsupported_files(tmp_path, sources) == ["a-b/notes.md"]
-    with pytest.raises(InputError, match="does not exist"):
-        find_inputs(tmp_path, [Source("web"), Source("nope")])
+    # a host that got no file of a source (ShardedByS3Key over more instances than its files) has no folder of it
+    assert find_inputs(tmp_path, [Source("web"), Source("nope")]) == found[2:]
     with pytest.raises(InputError, match=r"no input files in .*empty"):
         find_inputs(tmp_path, [Source("empty")])

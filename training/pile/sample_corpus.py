@@ -104,18 +104,19 @@ def write_sample_corpus(folder: str | Path, documents: Iterable[tuple[str, str]]
 MIX_SOURCES = ("pile", "web")  # the two sources of write_mix_corpus: Pile .jsonl.zst, FineWeb-like Parquet
 
 
-def write_mix_corpus(folder: str | Path, documents: Iterable[tuple[str, str]], files: int = 2) -> dict[str, list[Path]]:
-    """(text, pile_set_name) documents, alternately, as a corpus of two sources, a folder each: ``pile/NN.jsonl.zst``
-    (Pile lines, the MALFORMED ones in the middle) and ``web/NN.parquet`` (a ``text`` column), ``files`` files a
-    source; returns each source's paths."""
-    pairs = list(documents)
-    lines = [pile_line(text, name) for text, name in pairs[0::2]]
+def write_mix_corpus(
+    folder: str | Path, pile: Iterable[tuple[str, str]], web: Iterable[str], files: int = 2
+) -> dict[str, list[Path]]:
+    """A corpus of two sources, a folder each: ``pile/NN.jsonl.zst``, the (text, pile_set_name) documents of ``pile``
+    as Pile lines with the MALFORMED ones in the middle, and ``web/NN.parquet``, the texts of ``web`` in a ``text``
+    column; ``files`` files a source. Returns each source's paths."""
+    lines = [pile_line(text, name) for text, name in pile]
     lines[len(lines) // 2 : len(lines) // 2] = MALFORMED
-    texts = [text for text, _ in pairs[1::2]]
-    pile, web = (Path(folder) / name for name in MIX_SOURCES)
+    texts = list(web)
+    pile_dir, web_dir = (Path(folder) / name for name in MIX_SOURCES)
     return {
-        "pile": [write_jsonl(pile / f"{n:02d}.jsonl.zst", part) for n, part in enumerate(_split(lines, files))],
-        "web": [write_parquet(web / f"{n:02d}.parquet", part) for n, part in enumerate(_split(texts, files))],
+        "pile": [write_jsonl(pile_dir / f"{n:02d}.jsonl.zst", part) for n, part in enumerate(_split(lines, files))],
+        "web": [write_parquet(web_dir / f"{n:02d}.parquet", part) for n, part in enumerate(_split(texts, files))],
     }
 
 

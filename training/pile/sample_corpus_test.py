@@ -48,7 +48,7 @@ def test_sample_corpus_is_zst_files_and_a_parquet_with_the_malformed_lines_in_th
 
 def test_mix_corpus_is_a_folder_of_zst_files_and_one_of_parquet_files(tmp_path):
     documents = [(f"text {i}", PILE_SET_NAMES[i % 2]) for i in range(10)]
-    paths = write_mix_corpus(tmp_path / "corpus", documents, files=2)
+    paths = write_mix_corpus(tmp_path / "corpus", documents[0::2], [text for text, _ in documents[1::2]], files=2)
     assert tuple(paths) == MIX_SOURCES
     assert [p.relative_to(tmp_path / "corpus").as_posix() for p in paths["pile"] + paths["web"]] == [
         "pile/00.jsonl.zst", "pile/01.jsonl.zst", "web/00.parquet", "web/01.parquet"
