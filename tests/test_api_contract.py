@@ -150,6 +150,24 @@ def test_every_pile_subset_reaches_preprocess_pys_parser(all_plans: dict[str, di
         assert parsed.stdout.strip() == repr(sorted(PILE_SUBSETS)), kind
 
 
+def test_a_mix_reaches_preprocess_pys_parser_source_by_source(all_plans: dict[str, dict]):
+    plan = all_plans["dev/mix/first-run"]
+    parse = (
+        "import sys; from preprocess import build_parser, mix_sources; "
+        "print([(s.name, s.weight, s.text_field, sorted(s.pile_set_names)) "
+        "for s in mix_sources(build_parser().parse_args(sys.argv[1:]))])"
+    )
+    for kind in ("tokenizer", "shards"):
+        arguments = plan["requests"][kind]["AppSpecification"]["ContainerArguments"]
+        parsed = subprocess.run(
+            [sys.executable, "-c", parse, *arguments], cwd=ROOT / "training", capture_output=True, text=True, check=True
+        )
+        expected = [("pile", 0.7, "text", ["ArXiv", "Github"]), ("web-edu", 0.3, "content", [])]
+        assert parsed.stdout.strip() == repr(expected), kind
+        inputs = {i["InputName"]: i["S3Input"]["LocalPath"] for i in plan["requests"][kind]["ProcessingInputs"]}
+        assert inputs["raw-web-edu"] == arguments[arguments.index("--input_dir") + 1] + "/web-edu"  # where it reads
+
+
 def test_the_most_and_longest_names_the_plan_step_accepts_are_valid_requests(tmp_path):
     store = FolderStore(tmp_path)
     for i in range(8):
