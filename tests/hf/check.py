@@ -10,8 +10,10 @@ It loads ``<folder>/model/hf`` with ``AutoModelForCausalLM`` and ``AutoTokenizer
 the model is GPT2LMHeadModel in float32 with no missing, unexpected or mismatched tensor and its head tied to
 the token embedding; its logits on the reference tokens equal the project's (the SavedModel's ``logits``
 signature) within ``TOLERANCE``; the tokenizer's ids equal the project's tokenizer's on the reference texts;
-and ``transformers_gpt2.json``, the table that ``make test`` checks the export against without torch, is still
-what this transformers gives.
+its bits per byte over the reference's validation rows (its own cross-entropy of each target, the bytes its
+tokenizer decodes the targets to) is the project's evaluation's within ``BPB_TOLERANCE``, over exactly as many
+bytes; and ``transformers_gpt2.json``, the table that ``make test`` checks the export against without torch, is
+still what this transformers gives.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -27,8 +30,11 @@ import numpy as np
 import torch
 import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel
+from transformers.convert_slow_tokenizer import bytes_to_unicode
 
 TOLERANCE = 1e-4  # float32 logits, the same weights, two implementations
+# Relative: a target's nats differ by at most 2 x the logits' difference (1e-4 and less), on losses of several nats.
+BPB_TOLERANCE = 1e-4
 TABLE = Path(__file__).with_name("transformers_gpt2.json")
 TABLE_CONFIG = {"vocab_size": 80, "n_positions": 16, "n_embd": 32, "n_layer": 2, "n_head": 2}  # no square tensor
 # but the attention's output projection (d x d): make test's NumPy forward pass catches that one's transpose.
@@ -47,6 +53,20 @@ def gpt2_table() -> dict:
         "config_fields": sorted(field.name for field in dataclasses.fields(GPT2Config)),
         "config_defaults": {"activation_function": config.activation_function, "n_inner": config.n_inner},
     }
+
+
+def bits_per_byte(model: GPT2LMHeadModel, tokenizer, rows: np.ndarray) -> tuple[float, float, int]:
+    """transformers' own bits per byte of ``rows`` (each a sequence's inputs and, one later, its targets), with its
+    nats (float64 sums of each target's cross-entropy) and the UTF-8 bytes the tokenizer decodes the targets to
+    (a byte-level token's symbols mapped back to bytes; a special token none)."""
+    inputs, targets = torch.from_numpy(rows[:, :-1]).long(), torch.from_numpy(rows[:, 1:]).long()
+    with torch.no_grad():
+        logits = model(inputs).logits.double()
+    nats = float(torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="sum"))
+    to_byte, special = {c: b for b, c in bytes_to_unicode().items()}, set(tokenizer.all_special_ids)
+    tokens = tokenizer.convert_ids_to_tokens([i for i in targets.flatten().tolist() if i not in special])
+    size = sum(len(bytes(to_byte[c] for c in token)) for token in tokens)
+    return nats / (math.log(2) * size), nats, size
 
 
 def check(folder: Path) -> list[str]:
@@ -88,6 +108,19 @@ def check(folder: Path) -> list[str]:
         problems.append(f"eos/bos ids {tokenizer.eos_token_id}, {tokenizer.bos_token_id}; expected {eot}")
     same = "equal" if len(problems) == before else "different"
     print(f"tokenizer: {type(tokenizer).__name__}, {len(texts['texts'])} texts, ids and end-of-text {same}")
+
+    ours = json.loads((folder / "bits_per_byte.json").read_text())
+    theirs, nats, size = bits_per_byte(model, tokenizer, np.array(ours["rows"]))
+    project = ours["bits_per_byte"]
+    print(
+        f"bits per byte: transformers {theirs:.6f} ({nats:.4f} nats / {size} bytes), project {project:.6f} "
+        f"({ours['nats']:.4f} nats / {ours['bytes']:.0f} bytes); difference {theirs - project:.2e}"
+    )
+    if size != ours["bytes"] or not abs(theirs - project) <= BPB_TOLERANCE * theirs:
+        problems.append(
+            f"bits per byte {project:.6f} over {ours['bytes']:.0f} bytes is not transformers' {theirs:.6f} "
+            f"over {size} within {BPB_TOLERANCE:g} (relative)"
+        )
 
     if json.loads(TABLE.read_text()) != gpt2_table():
         problems.append(f"{TABLE.name} is not what transformers {transformers.__version__} gives: --write-table")
