@@ -127,7 +127,8 @@ def write_bits_per_byte(folder: Path, logits_of: Callable[[np.ndarray], np.ndarr
     logits = tf.constant(logits_of(rows[:, :-1]))
     sums = evaluation_loss_sums(logits, weighted, tf.constant(token_bytes, tf.float32)).numpy().astype(np.float64)
     evaluation = Evaluation.from_sums(*sums)  # as Trainer.evaluation_sums, then TrainingRun.evaluate
-    figure = {"rows": rows.tolist(), "bits_per_byte": evaluation.bits_per_byte, "nats": sums[3], "bytes": sums[4]}
+    figure = {"rows": rows.tolist(), "nats": sums[3], "bytes": sums[4], "bytes_squared": sums[6]}
+    figure.update(bits_per_byte=evaluation.bits_per_byte, bits_per_byte_se=evaluation.bits_per_byte_se)
     (folder / "bits_per_byte.json").write_text(json.dumps(figure))
     print(f"reference: {rows.shape} rows, {evaluation.bits_per_byte:.6f} bits per byte over {sums[4]:.0f} bytes")
 
