@@ -10,8 +10,10 @@ It loads ``<folder>/model/hf`` with ``AutoModelForCausalLM`` and ``AutoTokenizer
 the model is GPT2LMHeadModel in float32 with no missing, unexpected or mismatched tensor and its head tied to
 the token embedding; its logits on the reference tokens equal the project's (the SavedModel's ``logits``
 signature) within ``TOLERANCE``; the tokenizer's ids equal the project's tokenizer's on the reference texts;
-and ``transformers_gpt2.json``, the table that ``make test`` checks the export against without torch, is still
-what this transformers gives.
+its bits per byte and their standard error over the reference's validation rows (its own cross-entropy of each
+target, the bytes its tokenizer decodes the targets to) are the project's evaluation's within ``BPB_TOLERANCE``,
+over exactly the same bytes (their total, and their rows' sum of squares); and ``transformers_gpt2.json``, the
+table that ``make test`` checks the export against without torch, is still what this transformers gives.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -27,8 +30,12 @@ import numpy as np
 import torch
 import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel
+from transformers.convert_slow_tokenizer import bytes_to_unicode
 
 TOLERANCE = 1e-4  # float32 logits, the same weights, two implementations
+# Relative, for bits per byte and its standard error: float32 logits within TOLERANCE put each target's nats within
+# 2 x TOLERANCE, a relative 1e-4 of a loss of 2 nats (a random model's are several); float32 sums add ~1e-6.
+BPB_TOLERANCE = 1e-4
 TABLE = Path(__file__).with_name("transformers_gpt2.json")
 TABLE_CONFIG = {"vocab_size": 80, "n_positions": 16, "n_embd": 32, "n_layer": 2, "n_head": 2}  # no square tensor
 # but the attention's output projection (d x d): make test's NumPy forward pass catches that one's transpose.
@@ -47,6 +54,29 @@ def gpt2_table() -> dict:
         "config_fields": sorted(field.name for field in dataclasses.fields(GPT2Config)),
         "config_defaults": {"activation_function": config.activation_function, "n_inner": config.n_inner},
     }
+
+
+def row_nats_and_bytes(model: GPT2LMHeadModel, tokenizer, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """transformers' own nats (float64 sums of each target's cross-entropy) and UTF-8 bytes (what the tokenizer
+    decodes the targets to: a byte-level token's symbols mapped back to bytes, a special token none) of each of
+    ``rows``, a sequence's inputs and, one later, its targets."""
+    inputs, targets = torch.from_numpy(rows[:, :-1]).long(), torch.from_numpy(rows[:, 1:]).long()
+    with torch.no_grad():
+        logits = model(inputs).logits.double()
+    nats = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, reduction="none").sum(1).numpy()
+    to_byte, special = {c: b for b, c in bytes_to_unicode().items()}, set(tokenizer.all_special_ids)
+    sizes = [
+        sum(len(bytes(to_byte[c] for c in tokenizer.convert_ids_to_tokens(i))) for i in row if i not in special)
+        for row in targets.tolist()
+    ]
+    return nats, np.array(sizes)
+
+
+def bits_per_byte(nats: np.ndarray, sizes: np.ndarray) -> tuple[float, float]:
+    """Bits per byte of rows of ``nats`` over ``sizes`` bytes, and its standard error (the delta method)."""
+    ratio, n = nats.sum() / sizes.sum(), len(nats)
+    se = math.sqrt(((nats - ratio * sizes) ** 2).sum() / (n * (n - 1))) / sizes.mean()
+    return ratio / math.log(2), se / math.log(2)
 
 
 def check(folder: Path) -> list[str]:
@@ -88,6 +118,24 @@ def check(folder: Path) -> list[str]:
         problems.append(f"eos/bos ids {tokenizer.eos_token_id}, {tokenizer.bos_token_id}; expected {eot}")
     same = "equal" if len(problems) == before else "different"
     print(f"tokenizer: {type(tokenizer).__name__}, {len(texts['texts'])} texts, ids and end-of-text {same}")
+
+    project = json.loads((folder / "bits_per_byte.json").read_text())
+    nats, sizes = row_nats_and_bytes(model, tokenizer, np.array(project["rows"]))
+    theirs, se = bits_per_byte(nats, sizes)
+    ours, ours_se = project["bits_per_byte"], project["bits_per_byte_se"]
+    print(
+        f"bits per byte: transformers {theirs:.6f} +- {se:.6f} ({nats.sum():.4f} nats / {sizes.sum()} bytes), "
+        f"project {ours:.6f} +- {ours_se:.6f} ({project['nats']:.4f} nats / {project['bytes']:.0f} bytes); "
+        f"difference {theirs - ours:.2e}"
+    )
+    if [sizes.sum(), (sizes**2).sum()] != [project["bytes"], project["bytes_squared"]]:
+        problems.append(
+            f"bytes (and their squares) {project['bytes']:.0f} ({project['bytes_squared']:.0f}) of the project's "
+            f"evaluation are not the {sizes.sum()} ({(sizes**2).sum()}) transformers' tokenizer decodes"
+        )
+    for name, figure in (("bits_per_byte", theirs), ("bits_per_byte_se", se)):
+        if not abs(figure - project[name]) <= BPB_TOLERANCE * figure:
+            problems.append(f"{name} {project[name]:.6f} is not transformers' {figure:.6f} within {BPB_TOLERANCE:g}")
 
     if json.loads(TABLE.read_text()) != gpt2_table():
         problems.append(f"{TABLE.name} is not what transformers {transformers.__version__} gives: --write-table")

@@ -10,8 +10,11 @@ GPT split into two pipeline stages (two logical CPUs), its weights drawn far fro
 that the logits span several units, exported as a training job exports (``TrainingRun.finish``: a float32
 copy made on the host, the SavedModel, the Hugging Face folder). With ``--archive`` it unpacks a job's
 ``model.tar.gz``. Either way ``<folder>/model`` is then read as a job's export is, and it writes
-``reference.npz`` (token ids, and their logits from the SavedModel's ``logits`` signature) and ``texts.json``
-(texts and the ids the project's tokenizer gives them) for ``tests/hf/check.py`` to compare with transformers.
+``reference.npz`` (token ids, and their logits from the SavedModel's ``logits`` signature), ``texts.json``
+(texts and the ids the project's tokenizer gives them) and ``bits_per_byte.json`` (validation-like rows of
+``sequence_length + 1`` tokens and the bits per byte that evaluation gives them, ``run.trainer``'s
+``evaluation_loss_sums`` with ``pile.bpe.token_byte_lengths``) for ``tests/hf/check.py`` to compare with
+transformers.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import argparse
 import json
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -89,6 +93,44 @@ def write_reference(folder: Path) -> None:
     }
     (folder / "texts.json").write_text(json.dumps(texts, ensure_ascii=False))
     print(f"reference: {token_ids.shape} tokens, logits up to {np.abs(logits).max():.3g}, in {folder}")
+    write_bits_per_byte(folder, lambda ids: served(token_ids=tf.constant(ids))["logits"].numpy())
+
+
+def validation_rows(tokenizer_json: str, length: int, rows: int = 8) -> np.ndarray:
+    """``rows`` rows of ``length + 1`` tokens as a validation split holds them: documents (``TEXTS``, with their
+    non-ASCII characters, then standard-library sources) encoded as preprocessing encodes them, each followed by
+    end-of-text (``pile.encode.Encoder``), and the stream cut into rows."""
+    from pile.bpe import encoder_from_json, eot_id
+    from pile.sample_corpus import stdlib_documents
+
+    tokenizer = encoder_from_json(tokenizer_json)
+    documents = [text for text in TEXTS if text] + stdlib_documents(rows * (length + 1) * 8, 2_000)
+    stream = [i for e in tokenizer.encode_batch(documents) for i in [*e.ids, eot_id(tokenizer)]]
+    return np.array(stream[: rows * (length + 1)], np.int32).reshape(rows, length + 1)
+
+
+def write_bits_per_byte(folder: Path, logits_of: Callable[[np.ndarray], np.ndarray]) -> None:
+    """``bits_per_byte.json``: ``validation_rows`` and what evaluation (``Trainer.evaluate``) makes of them with
+    the exported model's ``logits_of`` their first ``sequence_length`` tokens."""
+    import tensorflow as tf
+    from observe.metrics import Evaluation
+    from pile.bpe import token_byte_lengths
+    from run.trainer import evaluation_loss_sums
+    from tokenizers import Tokenizer
+
+    model_dir = folder / "model"
+    config = json.loads((model_dir / "model_config.json").read_text())
+    tokenizer_json = (model_dir / "tokenizer.json").read_text()
+    rows = validation_rows(tokenizer_json, config["sequence_length"])
+    token_bytes = token_byte_lengths(Tokenizer.from_str(tokenizer_json), config["vocab_size"])  # as loop.py's
+    weighted = tf.constant(np.concatenate([rows, np.ones((len(rows), 1), np.int32)], 1))  # each row's weight 1
+    logits = tf.constant(logits_of(rows[:, :-1]))
+    sums = evaluation_loss_sums(logits, weighted, tf.constant(token_bytes, tf.float32)).numpy().astype(np.float64)
+    evaluation = Evaluation.from_sums(*sums)  # as Trainer.evaluation_sums, then TrainingRun.evaluate
+    figure = {"rows": rows.tolist(), "nats": sums[3], "bytes": sums[4], "bytes_squared": sums[6]}
+    figure.update(bits_per_byte=evaluation.bits_per_byte, bits_per_byte_se=evaluation.bits_per_byte_se)
+    (folder / "bits_per_byte.json").write_text(json.dumps(figure))
+    print(f"reference: {rows.shape} rows, {evaluation.bits_per_byte:.6f} bits per byte over {sums[4]:.0f} bytes")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,7 +29,7 @@ from gpt.pipeline.gpipe import gpipe_gradients
 from gpt.pipeline.model import PipelinedGPT, stage_of, variable_device
 
 from run.engines import choose_engine, start_multi_worker
-from run.trainer import AdamW, Trainer, accumulate, make_optimizer
+from run.trainer import AdamW, Trainer, accumulate, evaluation_loss_sums, make_optimizer
 
 
 class PlacedAdamW(AdamW):
@@ -250,11 +250,9 @@ class PipelineTrainer(Trainer):
     def _evaluate_fn(self, batch: tf.Tensor):
         sums = []
         for r, model in enumerate(self.models):
-            tokens, weights = batch[r][:, :-1], batch[r][:, -1]
-            logits = model(tokens[:, :-1], training=False)
+            logits = model(batch[r][:, :-2], training=False)  # every token but the last; no weight column
             with tf.device(model.devices[-1]):
-                token_losses = tf.nn.sparse_softmax_cross_entropy_with_logits(tokens[:, 1:], logits)
-                sums.append(self.loss_sums(token_losses, weights, tokens[:, 1:]))
+                sums.append(evaluation_loss_sums(logits, batch[r], self.token_bytes))
         return self.engine.all_reduce(sums, len(self.model.devices) - 1, "evaluation")[0]
 
     def _broadcast_fn(self):

@@ -223,10 +223,8 @@ class Trainer:
         self.engine.strategy.run(lambda g: self.optimizer.apply(g, self.model.trainable_variables), args=(grads,))
 
     def _replica_evaluate(self, rows: tf.Tensor):
-        tokens, weights = rows[:, :-1], rows[:, -1]
-        logits = self.model(tokens[:, :-1], training=False)
-        token_losses = tf.nn.sparse_softmax_cross_entropy_with_logits(tokens[:, 1:], logits)
-        return self.engine.sum_over_replicas(self.loss_sums(token_losses, weights, tokens[:, 1:]))
+        logits = self.model(rows[:, :-2], training=False)  # every token but the last; no weight column
+        return self.engine.sum_over_replicas(evaluation_loss_sums(logits, rows, self.token_bytes))
 
     def _evaluate_fn(self, batch: tf.Tensor):
         return self.engine.local(self.engine.run(self._replica_evaluate, (batch,)))
@@ -264,19 +262,13 @@ class Trainer:
         return Evaluation.from_sums(*self.evaluation_sums(dataset))
 
     def evaluation_sums(self, dataset: tf.data.Dataset) -> np.ndarray:
-        """``loss_sums`` over every batch of ``dataset``: the sums of two datasets add up to their union's."""
+        """``evaluation_loss_sums`` over every batch of ``dataset``: the sums of two datasets add up to their
+        union's."""
         total = 0.0
         with self.engine.scope():
             for batch in dataset:
                 total += self._evaluate(batch).numpy().astype(np.float64)  # sums of squares over many batches
         return total
-
-    def loss_sums(self, token_losses: tf.Tensor, weights: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:
-        """``sequence_loss_sums``, and ``byte_loss_sums`` after them when the tokens' bytes are known."""
-        sums = sequence_loss_sums(token_losses, weights)
-        if self.token_bytes is None:
-            return sums
-        return tf.concat([sums, byte_loss_sums(token_losses, weights, tf.gather(self.token_bytes, targets))], 0)
 
 
 def accumulate(add: Callable[[tf.Tensor, Any], Any], count: int, first: Any) -> Any:
@@ -296,6 +288,19 @@ def accumulate(add: Callable[[tf.Tensor, Any], Any], count: int, first: Any) -> 
         lambda i, _: i < count, lambda i, s: (i + 1, add(i, s)), (tf.constant(1), first), parallel_iterations=1
     )
     return summed
+
+
+def evaluation_loss_sums(logits: tf.Tensor, rows: tf.Tensor, token_bytes: tf.Tensor | None) -> tf.Tensor:
+    """What evaluation sums over ``rows`` ([rows, T + 2]: T + 1 tokens, then the row's weight) from ``logits``
+    ([rows, T, vocab], on each row's first T tokens): the targets' cross-entropy in ``sequence_loss_sums``, then
+    in ``byte_loss_sums`` when ``token_bytes`` (float32, each id's UTF-8 bytes) is given. ``tests/hf/reference.py``
+    holds its bits per byte against transformers'."""
+    tokens, weights = rows[:, :-1], rows[:, -1]
+    token_losses = tf.nn.sparse_softmax_cross_entropy_with_logits(tokens[:, 1:], logits)
+    sums = sequence_loss_sums(token_losses, weights)
+    if token_bytes is None:
+        return sums
+    return tf.concat([sums, byte_loss_sums(token_losses, weights, tf.gather(token_bytes, tokens[:, 1:]))], 0)
 
 
 def sequence_loss_sums(token_losses: tf.Tensor, weights: tf.Tensor) -> tf.Tensor:
