@@ -1,7 +1,7 @@
 """The layout's import rules (README, "Architecture"), read from the source with ``ast``: a forbidden import fails.
 
 training/             imports none of infra, local, cli (it ships to SageMaker as is); its rooms import one way:
-                      contract/ and data/ nothing of the others, gpt/ and observe/ only contract/, pile/ only
+                      contract/ nothing of the others, data/, gpt/ and observe/ only contract/, pile/ only
                       data/ and contract/, export/ only gpt/ and contract/, run/ any of them; none imports the
                       entry points
 infra/                imports no TensorFlow or Keras (synthesis and the Plan step run without them)
@@ -26,7 +26,7 @@ ENTRY_POINTS = ("train", "preprocess")  # SageMaker runs them from the package's
 # Each room of training/ and the rooms its shipped modules may import (tests may reach further).
 ROOMS = {
     "contract": (),
-    "data": (),
+    "data": ("contract",),  # the mix's period and source names (contract/hparams.py), which the Plan step checks too
     "gpt": ("contract",),
     "observe": ("contract",),
     "pile": ("data", "contract"),  # the corpus formats (contract/formats.py), which the Plan step reads too
