@@ -21,8 +21,8 @@ def notify_success(
         "GPT pre-training succeeded",
         "Execution {} succeeded. Model: {}. Hugging Face checkpoint: {}. Final metrics: {}. "
         "Training time: {} s (billed {} s); speed as planned: {}. "
-        "Mix as planned: {}. Corpus files not read: {}. Checkpoints: {}. Training report (health verdicts and plots): {}"
-        + (". Debugger profiler report: {}" if debugger else ""),
+        "Mix as planned: {}. Corpus files not read: {}. Checkpoints: {}. "
+        "Training report (health verdicts and plots): {}" + (". Debugger profiler report: {}" if debugger else ""),
         sfn.JsonPath.execution_name,
         sfn.JsonPath.string_at("$.training.Job.ModelArtifacts.S3ModelArtifacts"),
         sfn.JsonPath.string_at("$.plan.hf_checkpoint"),
