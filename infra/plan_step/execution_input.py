@@ -147,8 +147,10 @@ class WorkflowInput:
     def vocab_size(self) -> int:
         """The model's embedding rows: ``hyperparameters.vocab_size`` (larger than the tokenizer's pads), else
         ``preprocessing.vocab_size``."""
-        given = training_module("hparams").check_hyperparameters(self.hyperparameters).get("vocab_size", 0)
-        return given or self.preprocessing.vocab_size
+        if "vocab_size" not in self.hyperparameters:
+            return self.preprocessing.vocab_size
+        given = training_module("hparams").check_hyperparameters({"vocab_size": self.hyperparameters["vocab_size"]})
+        return given["vocab_size"] or self.preprocessing.vocab_size
 
 
 def parse_input(raw: Any, stage: StageConfig) -> WorkflowInput:

@@ -141,6 +141,8 @@ def check_hyperparameters(settings: StackSettings, inp: WorkflowInput) -> Any:
                 f"{field}: {len(text):,} characters encoded; SageMaker takes at most "
                 f"{limits.hyperparameter_value_chars:,} (HyperParameterValue)"
             )
+        if name in inp.hyperparameters:
+            continue  # parse_input checked the execution's own against the schema
         try:
             hparams.check_hyperparameters({name: json.loads(text)})
         except hparams.HyperparameterError as error:
