@@ -16,57 +16,28 @@ takes its place) so that the next one shows, until the input passes or an error 
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
 from cli.errors import CommandError
-from infra.config import ConfigError, StageConfig
+from infra.config import StageConfig
 from infra.estimate import estimate_for_config
 from infra.plan_step.execution_input import parse_input
 from infra.plan_step.object_store import split_uri
-from infra.plan_step.plan import InputError, check_hyperparameters
+from infra.plan_step.plan import InputError, check_input
 from infra.plan_step.settings import StackSettings
-from infra.plan_step.sources import check_sources
 
 MAX_ERRORS = 50
 
 
 def offline_settings(config: StageConfig, corpus_uri: str | None) -> StackSettings:
-    """The Plan function's settings as synthesis makes them, with stand-ins for what only a deployment names.
+    """The Plan function's settings as synthesis makes them (``StackSettings.offline``).
 
     The raw bucket's name is CloudFormation's to choose; the corpus's bucket (a mix's first source's) stands in for
     it, so only a tokenizer or another source outside it and the stage's ``source_buckets`` is refused here.
     """
-    from infra.sdk_tables import sdk_settings  # the SageMaker SDK's tables, as at synth
-
-    account, region, prefix = config.account, config.region, config.job_prefix
-    return StackSettings(
-        region=region,
-        account=account,
-        job_prefix=prefix,
-        role_arn=f"arn:aws:iam::{account}:role/{prefix}-jobs",
-        kms_key_arn=f"arn:aws:kms:{region}:{account}:key/offline",
-        raw_bucket=split_uri(corpus_uri)[0] if corpus_uri else f"{prefix}-raw",
-        datasets_bucket=f"{prefix}-datasets",
-        checkpoints_bucket=f"{prefix}-checkpoints",
-        models_bucket=f"{prefix}-models",
-        file_system_id="fs-offline",
-        efs_datasets_path="/datasets",
-        subnet_ids=["subnet-offline"],
-        security_group_ids=["sg-offline"],
-        source_dir_uri=f"s3://{prefix}-assets/sourcedir.tar.gz",
-        **sdk_settings(region),
-        stage=json.loads(json.dumps(dataclasses.asdict(config))),
-    )
-
-
-def check_input(raw: Any, settings: StackSettings) -> None:
-    """The Plan step's checks that need no object store; raises ConfigError or InputError at the first error."""
-    inp = parse_input(raw, settings.stage_config)
-    check_sources(settings, inp, preprocess=False)  # whether preprocessing runs depends on the bucket's contents
-    check_hyperparameters(settings, inp)
+    return StackSettings.offline(config, **({"raw_bucket": split_uri(corpus_uri)[0]} if corpus_uri else {}))
 
 
 def read_input(path: Path) -> Any:
@@ -101,9 +72,9 @@ def input_errors(raw: Any, config: StageConfig) -> list[str]:
     raw, errors = copy.deepcopy(raw), []
     while len(errors) < MAX_ERRORS:
         try:
-            check_input(raw, settings)
+            check_input(raw, settings)  # the Plan step's checks that need no object store
             return errors
-        except (ConfigError, InputError) as error:
+        except InputError as error:
             message = str(error)
             if message in errors:
                 return errors

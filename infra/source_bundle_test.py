@@ -6,7 +6,7 @@ import ast
 import tarfile
 from pathlib import Path
 
-from infra.plan_step.requests import ENTRY_POINTS
+from infra.plan_step.hyperparameters import ENTRY_POINTS
 from infra.source_bundle import FIXTURES, TRAINING_DIR, build_source_archive, source_files
 
 

@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import dataclasses
-import json
-
 import pytest
 
 from infra.config import load_stage_config
 from infra.plan_step.settings import StackSettings
-from infra.sdk_tables import sdk_settings
 from tests.synth import cli_context
 
 
 def make_settings(stage: str = "dev") -> StackSettings:
-    config = load_stage_config({**cli_context(), "stage": stage})
-    return StackSettings(
+    """The stage's settings with the stand-ins the tests name."""
+    return StackSettings.offline(
+        load_stage_config({**cli_context(), "stage": stage}),
         region="us-east-1",
         account="123456789012",
-        job_prefix=config.job_prefix,
         role_arn="arn:aws:iam::123456789012:role/sagemaker-execution",
         kms_key_arn="arn:aws:kms:us-east-1:123456789012:key/1111-2222",
         raw_bucket="raw-bucket",
@@ -26,12 +22,9 @@ def make_settings(stage: str = "dev") -> StackSettings:
         checkpoints_bucket="checkpoints-bucket",
         models_bucket="models-bucket",
         file_system_id="fs-0123456789abcdef0",
-        efs_datasets_path="/datasets",
         subnet_ids=["subnet-a", "subnet-b"],
         security_group_ids=["sg-jobs"],
         source_dir_uri="s3://cdk-assets/abc.gz",
-        **sdk_settings("us-east-1"),
-        stage=json.loads(json.dumps(dataclasses.asdict(config))),
     )
 
 

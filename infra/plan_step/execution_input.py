@@ -46,6 +46,10 @@ MAX_PILE_SET_NAMES = 64
 MAX_SOURCES = aws_limits().processing_inputs - 2
 
 
+class InputError(Exception):
+    """A bad execution input; the state machine's Catch turns it into the failure notification."""
+
+
 def comma_names(text: str) -> list[str]:
     """A comma list of names, in order, blanks dropped."""
     return [name.strip() for name in text.split(",") if name.strip()]
@@ -143,8 +147,10 @@ class WorkflowInput:
     def vocab_size(self) -> int:
         """The model's embedding rows: ``hyperparameters.vocab_size`` (larger than the tokenizer's pads), else
         ``preprocessing.vocab_size``."""
-        given = training_module("hparams").check_hyperparameters(self.hyperparameters).get("vocab_size", 0)
-        return given or self.preprocessing.vocab_size
+        if "vocab_size" not in self.hyperparameters:
+            return self.preprocessing.vocab_size
+        given = training_module("hparams").check_hyperparameters({"vocab_size": self.hyperparameters["vocab_size"]})
+        return given["vocab_size"] or self.preprocessing.vocab_size
 
 
 def parse_input(raw: Any, stage: StageConfig) -> WorkflowInput:
@@ -214,7 +220,7 @@ def _validate_workflow_fields(parsed: WorkflowInput) -> None:
             "corpus.tokenizer_sample_bytes", parsed.corpus.tokenizer_sample_bytes, "a size like 500M, 1.5G or 2GiB"
         )
     _validate_sources(parsed.corpus)
-    hparams = training_module("hparams")  # the names the workflow sets: plan.check_hyperparameters
+    hparams = training_module("hparams")  # the names the workflow sets: hyperparameters.check_hyperparameters
     try:
         hparams.check_hyperparameters(parsed.hyperparameters)
     except hparams.HyperparameterError as error:

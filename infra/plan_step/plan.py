@@ -9,38 +9,44 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from infra.aws_limits import aws_limits
 from infra.config import ConfigError
 from infra.estimate import checkpoint
 from infra.estimate.estimate import estimate_for_config
 from infra.estimate.layouts import least_recompute
 from infra.plan_step import mix, processing_requests, requests
-from infra.plan_step.execution_input import CORPUS_SUFFIXES, WorkflowInput, parse_input
+from infra.plan_step.execution_input import CORPUS_SUFFIXES, InputError, WorkflowInput, parse_input
+from infra.plan_step.hyperparameters import check_hyperparameters
 from infra.plan_step.names import resource_names
 from infra.plan_step.object_store import ObjectStore
 from infra.plan_step.settings import StackSettings
 from infra.plan_step.sources import (
+    check_buckets,
+    check_corpus_given,
     check_given_tokenizer,
     check_reuse,
-    check_sources,
     corpus_sources,
     dataset_source,
     source_record_uri,
 )
-from infra.training_code import ModelShape, recipe_for, recipe_summary, training_module
+from infra.training_code import ModelShape, recipe_summary, training_module
 
 
-class InputError(Exception):
-    """A bad execution input; the state machine's Catch turns it into the failure notification."""
+def check_input(raw_input: Any, settings: StackSettings) -> tuple[WorkflowInput, Any]:
+    """The Plan step's checks that need no object store, in its order (also ``python -m cli validate``'s): every
+    field of the input, every hyperparameter the job would get, the buckets it reads. Returns the input and the
+    ``contract/recipe.py`` ``Recipe`` its hyperparameters make; raises InputError naming the bad field."""
+    try:
+        inp = parse_input(raw_input, settings.stage_config)
+        recipe = check_hyperparameters(settings, inp)
+        check_buckets(settings, inp)
+    except ConfigError as error:
+        raise InputError(str(error)) from error
+    return inp, recipe
 
 
 def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings, store: ObjectStore) -> dict[str, Any]:
     """Returns the plan the state machine follows; raises InputError with a message naming the bad field."""
-    try:
-        inp = parse_input(raw_input, settings.stage_config)
-    except ConfigError as error:
-        raise InputError(str(error)) from error
-    check_hyperparameters(settings, inp)
+    inp, recipe = check_input(raw_input, settings)
     names = resource_names(settings.job_prefix, execution_name)
     run_name = inp.run_name or execution_name
     if {".", ".."} & set(run_name.split("/")):  # Step Functions accepts "..": s3://checkpoints/../ leaves the run
@@ -56,7 +62,8 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
     tokenizer_ready = bool(inp.dataset.tokenizer_s3_uri) or bool(store.list(requests.tokenizer_dir_uri(settings, inp)))
     train_tokenizer = preprocess and not tokenizer_ready
     try:
-        check_sources(settings, inp, preprocess)
+        if preprocess:
+            check_corpus_given(settings, inp)
         check_given_tokenizer(inp, store)
         if not preprocess:
             check_reuse(settings, inp, store, manifests)
@@ -95,7 +102,7 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
         "training_report_uri": requests.training_report_uri(settings, names["training"]),
         "profiler_report_uri": requests.profiler_report_uri(settings, names["training"]),  # with Debugger on
         "summary": {
-            **_summary(inp, shape),
+            **_summary(inp, shape, recipe),
             "mix": mix.mix_line(mix_rows),  # the success e-mail's
             "mix_sources": mix_rows,
             "files_unsupported": _unsupported_line(unsupported, preprocess),
@@ -111,56 +118,6 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
             "endpoint": requests.endpoint_request(settings, names["endpoint"], names["endpoint_config"]),
         },
     }
-
-
-def check_hyperparameters(settings: StackSettings, inp: WorkflowInput) -> None:
-    """Every hyperparameter the job would get, given or derived, as train.py and SageMaker would take it
-    (also run offline by ``python -m cli validate``). The input may not give what the workflow sets
-    (``requests.workflow_hyperparameters``), a path in the container, or one of SageMaker's own names."""
-    limits, hparams = aws_limits(), training_module("hparams")
-    owned = requests.workflow_hyperparameters(settings, inp)
-    for name, value in inp.hyperparameters.items():
-        if name in hparams.PATHS or hparams.is_reserved(name):
-            expected = "no such hyperparameter: SageMaker and the workflow choose the job's paths and SageMaker's own"
-            raise InputError(f"hyperparameters.{name}: {hparams.shown(value)} is not valid; expected {expected}")
-        if name in owned:
-            instead = (
-                "corpus.sources' weights"
-                if name == "source_weights"
-                else "the training.* field or the stage's observability.*"
-            )
-            expected = f"{instead} instead (the workflow sets it)"
-            raise InputError(f"hyperparameters.{name}: {hparams.shown(value)} is not valid; expected {expected}")
-    encoded = requests.training_hyperparameters(settings, inp)
-    if len(encoded) > limits.hyperparameters:
-        raise InputError(
-            f"hyperparameters: {len(encoded)} in all with the workflow's own; SageMaker takes at most "
-            f"{limits.hyperparameters} (HyperParameters)"
-        )
-    for name, text in encoded.items():
-        field = (
-            f"hyperparameters.{name}" if name in inp.hyperparameters else f"training (derived hyperparameter {name})"
-        )
-        if len(name) > limits.hyperparameter_key_chars:
-            raise InputError(
-                f"{field}: the name is longer than SageMaker's {limits.hyperparameter_key_chars} characters"
-            )
-        if len(text) > limits.hyperparameter_value_chars:
-            raise InputError(
-                f"{field}: {len(text):,} characters encoded; SageMaker takes at most "
-                f"{limits.hyperparameter_value_chars:,} (HyperParameterValue)"
-            )
-        try:
-            hparams.check_hyperparameters({name: json.loads(text)})
-        except hparams.HyperparameterError as error:
-            raise InputError(
-                f"{field}: {hparams.shown(error.value)} is not valid; expected {error.expected}"
-            ) from error
-    train = inp.training
-    try:  # the schedule the hyperparameters make: a warm-up as long as the run is refused
-        recipe_for(train.model_preset, train.global_batch_tokens, train.train_tokens, inp.hyperparameters)
-    except training_module("recipe").RecipeError as error:
-        raise InputError(f"hyperparameters.{error}") from error
 
 
 def _corpus_files(
@@ -216,7 +173,7 @@ def _hf_checkpoint(inp: WorkflowInput, model_artifact_uri: str) -> str:
     return f"hf/ in {model_artifact_uri}"
 
 
-def _summary(inp: WorkflowInput, shape: ModelShape) -> dict[str, Any]:
+def _summary(inp: WorkflowInput, shape: ModelShape, recipe: Any) -> dict[str, Any]:
     train = inp.training
     params = shape.parameters(inp.vocab_size, train.sequence_length)
     fit = estimate_for_config(train, inp.vocab_size)
@@ -230,9 +187,7 @@ def _summary(inp: WorkflowInput, shape: ModelShape) -> dict[str, Any]:
         "model": f"{train.model_preset}: {shape.n_layer} layers x {shape.d_model} wide = {params / 1e6:,.1f} M params",
         "parameters": params,
         "steps": training_module("batch").optimizer_steps(train.train_tokens, train.global_batch_tokens),
-        "recipe": recipe_summary(
-            recipe_for(train.model_preset, train.global_batch_tokens, train.train_tokens, inp.hyperparameters)
-        ),
+        "recipe": recipe_summary(recipe),
         "cluster": f"{train.instance_count} x {train.instance_type}",
     }
 

@@ -14,7 +14,7 @@ from preprocess import parse_size
 
 from infra.aws_limits import aws_limits
 from infra.plan_step.execution_input import MAX_PILE_SET_NAMES, PILE_SET_OPTION
-from infra.plan_step.plan import InputError, plan_execution
+from infra.plan_step.plan import InputError, check_input, plan_execution
 from local.folder_store import FolderStore
 
 
@@ -315,6 +315,20 @@ def test_the_summary_states_the_recipe_and_its_departures(settings, store):
     # dev: gpt3-125m at Table 2.1's 0.5 M tokens a step for 1 B tokens = 1,908 steps, shorter than 260 B tokens
     assert (recipe["peak_lr"], recipe["warmup_steps"], recipe["decay_steps"]) == (6e-4, 7, 1_908)
     assert [d.split(" (")[0] for d in recipe["departures"]] == ["warm-up 7 steps", "decay over the run's 1,908 steps"]
+
+
+def test_the_offline_checks_come_first_and_make_the_summary_s_recipe(settings, store):
+    class Unread:  # any listing fails: check_input reads no object store
+        def list(self, uri):
+            raise AssertionError(uri)
+
+    raw = {"corpus": {"s3_uri": "s3://someone-elses/pile/"}}
+    with pytest.raises(InputError, match=r"^corpus\.s3_uri: 's3://someone-elses/pile/' is not valid"):
+        plan_execution(raw, "exec", settings, Unread())
+    raw = {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "hyperparameters": {"learning_rate": 3e-4}}
+    inp, recipe = check_input(raw, settings)
+    assert inp.hyperparameters == {"learning_rate": 3e-4} and recipe.peak_lr == 3e-4
+    assert plan_execution(raw, "exec", settings, store)["summary"]["recipe"]["peak_lr"] == recipe.peak_lr
 
 
 def test_deploy_shorthand_and_extra_hyperparameters(settings, store):

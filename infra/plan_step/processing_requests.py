@@ -9,8 +9,8 @@ from typing import Any
 
 from infra.plan_step.container import processing_entrypoint
 from infra.plan_step.execution_input import PILE_SET_OPTION, SOURCE_PILE_SET_OPTION, WorkflowInput, comma_names
+from infra.plan_step.hyperparameters import ENTRY_POINTS
 from infra.plan_step.requests import (
-    ENTRY_POINTS,
     PREPROCESS_HOURS,
     dataset_uri,
     image_uri,

@@ -4,22 +4,19 @@ Plain functions, so tests call them directly and the Plan function calls the ver
 state machine passes each request whole to the SageMaker integration; every builder returns the
 top-level fields of its ``*_FIELDS`` below (an optional one only where it applies). Here: the training
 job, the model and its endpoint, and what every job shares (image, volume key, tags, time limits); the
-preprocessing jobs' requests are ``processing_requests.py``.
+preprocessing jobs' requests are ``processing_requests.py``, the training job's hyperparameters
+``hyperparameters.py``.
 """
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from infra.aws_limits import SAGEMAKER_MAX_RUN_HOURS, SAGEMAKER_UPLOAD_HOURS
-from infra.estimate import checkpoint
-from infra.estimate.estimate import estimate_for_config
 from infra.images import TENSORFLOW_VERSION, image_key
 from infra.instances import INSTANCE_TYPES
 from infra.plan_step import debugger
 from infra.plan_step.container import training_container
 from infra.plan_step.execution_input import WorkflowInput
+from infra.plan_step.hyperparameters import CHECKPOINT_DIR, TENSORBOARD_DIR, training_hyperparameters
 from infra.plan_step.metric_definitions import metric_definitions
 from infra.plan_step.settings import StackSettings
 from infra.training_code import training_module
@@ -51,8 +48,6 @@ MODEL_FIELDS = ("ModelName", "ExecutionRoleArn", "PrimaryContainer", "VpcConfig"
 ENDPOINT_CONFIG_FIELDS = ("EndpointConfigName", "ProductionVariants", "KmsKeyId", "Tags")
 ENDPOINT_FIELDS = ("EndpointName", "EndpointConfigName", "Tags")
 
-CHECKPOINT_DIR = "/opt/ml/checkpoints"
-TENSORBOARD_DIR = "/opt/ml/output/tensorboard"  # TensorBoardOutputConfig's LocalPath (and its default)
 REPORT_FILE = "training-report.html"  # what train.py writes into TENSORBOARD_DIR (training/observe/report.py)
 PREPROCESS_HOURS = 24
 MAX_WAIT_FACTOR = 2  # a spot job's MaxWait: its MaxRuntime, and as long again waiting for capacity
@@ -64,13 +59,6 @@ TASK_TIMEOUT_SECONDS = {
     "shards": PREPROCESS_HOURS * 3600 + 3600,
     "training": (MAX_WAIT_FACTOR * SAGEMAKER_MAX_RUN_HOURS + SAGEMAKER_UPLOAD_HOURS) * 3600,
 }
-# The training package's entry points (at the root of sourcedir.tar.gz), by job kind.
-ENTRY_POINTS = {"train": "train.py", "preprocess": "preprocess.py"}
-
-
-def encode_hyperparameters(values: dict[str, Any]) -> dict[str, str]:
-    """SageMaker's encoding: every value JSON-encoded to a string (so strings carry their quotes)."""
-    return {name: json.dumps(value) for name, value in values.items()}
 
 
 def dataset_uri(settings: StackSettings, inp: WorkflowInput) -> str:
@@ -99,81 +87,6 @@ def volume_key(settings: StackSettings, instance_type: str, field: str = "Volume
 
 def job_tags(settings: StackSettings) -> list[dict[str, str]]:
     return [{"Key": "project", "Value": "gpt-pretraining"}, {"Key": "stage", "Value": settings.stage["name"]}]
-
-
-def planned_checkpoint_every(train: Any, vocab_size: int) -> dict[str, int]:
-    """On GPU instances, the ``checkpoint_every`` that bounds a spot reclaim's loss to 5% of an hour of training
-    (``infra/estimate/checkpoint.py``); on CPU instances (local runs) train.py's own default."""
-    if not INSTANCE_TYPES[train.instance_type].is_gpu:
-        return {}
-    fit = estimate_for_config(train, vocab_size)
-    return {
-        "checkpoint_every": checkpoint.checkpoint_every_for(
-            fit, checkpoint.checkpoint_save(fit), checkpoint.LOST_SHARE_OF_HOUR
-        )
-    }
-
-
-def workflow_hyperparameters(settings: StackSettings, inp: WorkflowInput) -> dict[str, Any]:
-    """The hyperparameters the workflow itself sets, from the input's ``training.*`` fields, the stage's
-    observability and SageMaker's paths: the names an execution's ``hyperparameters`` may not give
-    (``plan.check_hyperparameters``)."""
-    train = inp.training
-    instance = INSTANCE_TYPES[train.instance_type]
-    observability = settings.stage_config.observability
-    shape = train.shape
-    values: dict[str, Any] = {
-        "model_preset": train.model_preset,
-        "n_layer": shape.n_layer,
-        "d_model": shape.d_model,
-        "n_head": shape.n_head,
-        "sequence_length": train.sequence_length,
-        "global_batch_tokens": train.global_batch_tokens,
-        "micro_batch_size": train.micro_batch_size,
-        "max_steps": training_module("batch").optimizer_steps(train.train_tokens, train.global_batch_tokens),
-        "precision": train.precision,
-        # as given, or (unset) the least that fits: a mode name, as train.py reads it
-        "recompute": training_module("hparams").recompute_mode(
-            estimate_for_config(train, inp.vocab_size).inputs.recompute
-        ),
-        "hf_checkpoint": train.hf_checkpoint,
-        "model_parallel_degree": train.model_parallel_degree,
-        "microbatches": train.microbatches,
-        "checkpoint_dir": CHECKPOINT_DIR,
-        "tensorboard_dir": TENSORBOARD_DIR,
-        "profile_start": observability.profile_start,
-        "profile_steps": observability.profile_steps,
-        "health_rules": json.dumps(observability.health_rules(), separators=(",", ":")),
-        "sagemaker_program": ENTRY_POINTS["train"],
-        "sagemaker_submit_directory": settings.source_dir_uri,
-        "sagemaker_region": settings.region,
-        "sagemaker_container_log_level": 20,
-        "model_dir": "/opt/ml/model",
-    }
-    if inp.corpus.sources:  # the mix's weights, as corpus.sources gives them
-        values["source_weights"] = inp.corpus.source_weights()
-    if train.data_parallel_engine == "mpi":  # Horovod API: one process per GPU, started by mpirun
-        values.update(
-            engine="horovod",
-            sagemaker_mpi_enabled=True,
-            sagemaker_mpi_num_of_processes_per_host=max(instance.gpus, 1),
-            # mpirun passes only what -x names to the other hosts' processes: NCCL's log settings for the rule.
-            sagemaker_mpi_custom_mpi_options=" ".join(f"-x {k}={v}" for k, v in _nccl_log_settings().items()),
-        )
-    else:  # tf.distribute.MultiWorkerMirroredStrategy: the toolkit writes TF_CONFIG on every host
-        values.update(engine="multi_worker", sagemaker_multi_worker_mirrored_strategy_enabled=True)
-    return values
-
-
-def training_hyperparameters(settings: StackSettings, inp: WorkflowInput) -> dict[str, str]:
-    """The execution's own hyperparameters over the planned defaults (``checkpoint_every``), and the workflow's
-    over both, JSON-encoded as the SageMaker SDK does."""
-    defaults = planned_checkpoint_every(inp.training, inp.vocab_size)
-    return encode_hyperparameters({**defaults, **inp.hyperparameters, **workflow_hyperparameters(settings, inp)})
-
-
-def _nccl_log_settings() -> dict[str, str]:
-    return {k: v for k, v in training_module("network").nccl_environment("").items() if k.startswith("NCCL_DEBUG")}
 
 
 def training_environment(settings: StackSettings, inp: WorkflowInput) -> dict[str, str]:

@@ -11,8 +11,8 @@ import pytest
 from infra.aws_limits import SAGEMAKER_MAX_RUN_HOURS
 from infra.plan_step import debugger, processing_requests, requests
 from infra.plan_step.execution_input import parse_input
+from infra.plan_step.hyperparameters import planned_checkpoint_every
 from infra.plan_step.metric_definitions import METRIC_DEFINITIONS
-from infra.plan_step.requests import planned_checkpoint_every
 from infra.training_code import training_module
 from tests.api_contract import validate
 

@@ -72,6 +72,33 @@ class StackSettings:
         return build_dataclass(StageConfig, self.stage, "stage.")
 
     @classmethod
+    def offline(cls, config: StageConfig, **stand_ins: Any) -> StackSettings:
+        """The Plan function's settings as synthesis makes them for ``config``, with stand-ins for what only a
+        deployment names (``DEPLOY_TIME_FIELDS`` and the package's URI); ``stand_ins`` replace any field but the
+        SDK's tables (those of the region) and the stage."""
+        from infra.sdk_tables import sdk_settings  # the SageMaker SDK's tables, as at synth (not in the bundle)
+
+        account, region, prefix = config.account, config.region, config.job_prefix
+        fields = {
+            "region": region,
+            "account": account,
+            "job_prefix": prefix,
+            "role_arn": f"arn:aws:iam::{account}:role/{prefix}-jobs",
+            "kms_key_arn": f"arn:aws:kms:{region}:{account}:key/offline",
+            "raw_bucket": f"{prefix}-raw",
+            "datasets_bucket": f"{prefix}-datasets",
+            "checkpoints_bucket": f"{prefix}-checkpoints",
+            "models_bucket": f"{prefix}-models",
+            "file_system_id": "fs-offline",
+            "efs_datasets_path": "/datasets",  # infra/storage/file_system.py's DATASETS_PATH
+            "subnet_ids": ["subnet-offline"],
+            "security_group_ids": ["sg-offline"],
+            "source_dir_uri": f"s3://{prefix}-assets/sourcedir.tar.gz",
+            **stand_ins,
+        }
+        return cls(**fields, **sdk_settings(fields["region"]), stage=json.loads(json.dumps(dataclasses.asdict(config))))
+
+    @classmethod
     def from_parts(cls, environment: str, bundled: str) -> StackSettings:
         """From the environment variable's JSON (``DEPLOY_TIME_FIELDS``) and the bundled file's (the rest)."""
         return cls(**json.loads(environment), **json.loads(bundled))

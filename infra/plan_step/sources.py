@@ -34,16 +34,20 @@ def corpus_sources(settings: StackSettings, inp: WorkflowInput) -> list[tuple[st
     return [("corpus", SourceInput("", uri, 1.0, corpus.text_field, corpus.pile_set_names))]
 
 
-def check_sources(settings: StackSettings, inp: WorkflowInput, preprocess: bool) -> None:
-    """Raises ConfigError for a missing corpus (when preprocessing) or a source outside the readable buckets."""
-    readable = [settings.raw_bucket, *settings.stage_config.source_buckets]
-    if preprocess and inp.corpus.s3_uri is None and not inp.corpus.sources:
+def check_corpus_given(settings: StackSettings, inp: WorkflowInput) -> None:
+    """Raises ConfigError when preprocessing would run without a corpus: nothing is guessed."""
+    if inp.corpus.s3_uri is None and not inp.corpus.sources:
         raise ConfigError(
             "corpus.s3_uri",
             None,
             f"the prefix of the corpus to preprocess, e.g. s3://{settings.raw_bucket}/pile/, or corpus.sources "
             f"(dataset {inp.dataset.name!r} does not exist yet, or force_preprocess is set)",
         )
+
+
+def check_buckets(settings: StackSettings, inp: WorkflowInput) -> None:
+    """Raises ConfigError for a source or a given tokenizer outside the buckets the jobs' role may read."""
+    readable = [settings.raw_bucket, *settings.stage_config.source_buckets]
     named = [(f"{where}.s3_uri", source.s3_uri) for where, source in corpus_sources(settings, inp)]
     for field, uri, buckets in (
         *((field, uri, readable) for field, uri in named if field != "corpus.s3_uri" or inp.corpus.s3_uri),

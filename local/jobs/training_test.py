@@ -8,15 +8,15 @@ import sys
 import pytest
 
 from infra.plan_step.container import training_container
+from infra.plan_step.hyperparameters import encode
 from infra.plan_step.metric_definitions import METRIC_DEFINITIONS
-from infra.plan_step.requests import encode_hyperparameters
 from local.folder_store import FolderStore
 from local.jobs import namespaces
 from local.jobs.training import final_metrics, host_hyperparameters, run_training_job, write_host_config
 from local.summary import spot_interruption, training_log
 
 REQUEST = {
-    "HyperParameters": encode_hyperparameters(
+    "HyperParameters": encode(
         {
             "model_preset": "tiny",
             "recompute": False,

@@ -1,6 +1,6 @@
 """The learning-rate recipe a run trains with: its preset's (GPT-3, Table 2.1), and every way it departs.
 
-    peak        the preset's peak_lr (gpt3-1.3b: 2.0e-4), or ``learning_rate``; scaled by
+    peak_lr     the preset's (gpt3-1.3b: 2.0e-4), or ``learning_rate``; scaled by
                 global batch / ``lr_reference_tokens`` only when that is given (linear scaling rule)
     warm-up     the preset's warmup_tokens / global batch steps (375 M / 1,048,576 = 358), at most half the run's
                 max_steps (a run shorter than twice its preset's warm-up would otherwise end before, or soon after,
@@ -65,11 +65,11 @@ def run_recipe(
     departures = []
     if global_batch_tokens != preset.batch_tokens:
         departures.append(f"global batch {global_batch_tokens:,} tokens ({source}: {preset.batch_tokens:,})")
-    peak = preset.peak_lr if learning_rate is None else learning_rate
+    peak_lr = preset.peak_lr if learning_rate is None else learning_rate
     if lr_reference_tokens > 0:
-        peak = peak * global_batch_tokens / lr_reference_tokens
-    if not math.isclose(peak, preset.peak_lr, rel_tol=1e-9):
-        departures.append(f"peak learning rate {peak:.3g} ({source}: {preset.peak_lr:.3g})")
+        peak_lr = peak_lr * global_batch_tokens / lr_reference_tokens
+    if not math.isclose(peak_lr, preset.peak_lr, rel_tol=1e-9):
+        departures.append(f"peak learning rate {peak_lr:.3g} ({source}: {preset.peak_lr:.3g})")
     recipe_warmup = round(preset.warmup_tokens / global_batch_tokens)
     if warmup_steps is None:
         warmup_steps = min(recipe_warmup, max_steps // 2)
@@ -81,8 +81,8 @@ def run_recipe(
     elif warmup_steps >= max_steps > 0:
         raise RecipeError(
             f"warmup_steps: {warmup_steps:,} steps is not shorter than the run's {max_steps:,}, so the learning rate "
-            f"would never reach its peak ({peak:.3g}); give fewer (e.g. {max_steps // 2:,}, half the run) or leave it "
-            f"unset ({source}'s, at most half the run)"
+            f"would never reach its peak ({peak_lr:.3g}); give fewer (e.g. {max_steps // 2:,}, half the run) or leave "
+            f"it unset ({source}'s, at most half the run)"
         )
     elif warmup_steps != recipe_warmup:
         departures.append(
@@ -98,4 +98,4 @@ def run_recipe(
             )
     elif decay_steps != recipe_decay:
         departures.append(f"decay over {decay_steps:,} steps ({source}: {recipe_decay:,})")
-    return Recipe(peak, warmup_steps, decay_steps, tuple(departures))
+    return Recipe(peak_lr, warmup_steps, decay_steps, tuple(departures))

@@ -96,8 +96,9 @@ class TrainingRun:
             args.micro_batch_size, self.sequence_length, self.engine.num_replicas, self.accumulation
         )
         self.recipe = self._recipe()
-        self.peak_lr = self.recipe.peak_lr
-        self.schedule = WarmupCosine(self.peak_lr, self.recipe.warmup_steps, self.recipe.decay_steps, args.min_lr_ratio)
+        self.schedule = WarmupCosine(
+            self.recipe.peak_lr, self.recipe.warmup_steps, self.recipe.decay_steps, args.min_lr_ratio
+        )
         self.model, self.trainer = self._model_and_trainer()
         self.checkpointer = Checkpointer(
             args.checkpoint_dir,
@@ -269,7 +270,7 @@ class TrainingRun:
         self.log(
             f"[config] engine={self.engine.name} workers={self.engine.workers} replicas={self.engine.num_replicas} "
             f"params={self.model.count_params()} global_batch_tokens={self.global_batch_tokens} "
-            f"accumulation_steps={self.accumulation} peak_lr={self.peak_lr:.3e} precision={a.precision} "
+            f"accumulation_steps={self.accumulation} peak_lr={self.recipe.peak_lr:.3e} precision={a.precision} "
             f"start_step={self.start_step} max_steps={a.max_steps} warmup_steps={self.recipe.warmup_steps} "
             f'decay_steps={self.recipe.decay_steps} departs_from_recipe="{self.recipe.describe()}"'
             + self.parallelism.describe(self.model, trainer)
