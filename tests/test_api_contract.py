@@ -136,35 +136,34 @@ def test_each_builder_returns_only_its_fields_and_they_are_the_operations_member
             assert set(plan["requests"][kind]) <= set(fields), kind
 
 
+def preprocess_reads(plan: dict, kind: str, expression: str) -> str:
+    """What ``expression`` of preprocess.py's ``args`` prints for the job's container arguments."""
+    arguments = plan["requests"][kind]["AppSpecification"]["ContainerArguments"]
+    program = (
+        "import sys; from preprocess import build_parser, mix_sources; "
+        f"args = build_parser().parse_args(sys.argv[1:]); print({expression})"
+    )
+    parsed = subprocess.run(
+        [sys.executable, "-c", program, *arguments], cwd=ROOT / "training", capture_output=True, text=True, check=True
+    )
+    return parsed.stdout.strip()
+
+
 def test_every_pile_subset_reaches_preprocess_pys_parser(all_plans: dict[str, dict]):
     plan = all_plans["dev/every-pile-subset/first-run"]
-    parse = (
-        "import sys; from preprocess import build_parser; "
-        "print(sorted(build_parser().parse_args(sys.argv[1:]).pile_set_names))"
-    )
     for kind in ("tokenizer", "shards"):
-        arguments = plan["requests"][kind]["AppSpecification"]["ContainerArguments"]
-        parsed = subprocess.run(
-            [sys.executable, "-c", parse, *arguments], cwd=ROOT / "training", capture_output=True, text=True, check=True
-        )
-        assert parsed.stdout.strip() == repr(sorted(PILE_SUBSETS)), kind
+        assert preprocess_reads(plan, kind, "sorted(args.pile_set_names)") == repr(sorted(PILE_SUBSETS)), kind
 
 
 def test_a_mix_reaches_preprocess_pys_parser_source_by_source(all_plans: dict[str, dict]):
     plan = all_plans["dev/mix/first-run"]
-    parse = (
-        "import sys; from preprocess import build_parser, mix_sources; "
-        "print([(s.name, s.weight, s.text_field, sorted(s.pile_set_names)) "
-        "for s in mix_sources(build_parser().parse_args(sys.argv[1:]))])"
-    )
+    sources = "[(s.name, s.weight, s.text_field, sorted(s.pile_set_names)) for s in mix_sources(args)]"
+    expected = [("pile", 0.7, "text", ["ArXiv", "Github"]), ("web-edu", 0.3, "content", [])]
     for kind in ("tokenizer", "shards"):
-        arguments = plan["requests"][kind]["AppSpecification"]["ContainerArguments"]
-        parsed = subprocess.run(
-            [sys.executable, "-c", parse, *arguments], cwd=ROOT / "training", capture_output=True, text=True, check=True
-        )
-        expected = [("pile", 0.7, "text", ["ArXiv", "Github"]), ("web-edu", 0.3, "content", [])]
-        assert parsed.stdout.strip() == repr(expected), kind
-        inputs = {i["InputName"]: i["S3Input"]["LocalPath"] for i in plan["requests"][kind]["ProcessingInputs"]}
+        assert preprocess_reads(plan, kind, sources) == repr(expected), kind
+        request = plan["requests"][kind]
+        inputs = {i["InputName"]: i["S3Input"]["LocalPath"] for i in request["ProcessingInputs"]}
+        arguments = request["AppSpecification"]["ContainerArguments"]
         assert inputs["raw-web-edu"] == arguments[arguments.index("--input_dir") + 1] + "/web-edu"  # where it reads
 
 
