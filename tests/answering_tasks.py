@@ -24,7 +24,7 @@ PLAN = {
     "checkpoint_uri": "s3://checkpoints/faults/",
     "training_report_uri": "s3://models/faults/report.html",
     "hf_checkpoint": "hf/ in s3://models/faults/model.tar.gz",
-    "summary": {"modelled": "1.0 s per step (modelled)", "files_unsupported": "none"},
+    "summary": {"modelled": "1.0 s per step (modelled)", "mix": "one source (no mix)", "files_unsupported": "none"},
 }
 # What each operation answers (its output shape; see local.tasks.TASKS for the resource that calls it).
 ANSWERS = {

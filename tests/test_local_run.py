@@ -88,17 +88,22 @@ def test_full_run_produces_a_model_that_loads_and_answers(runs: Path, tmp_path: 
     assert (runs / "executions" / "full" / "loss.png").stat().st_size > 1000
     assert "Health         input-bound: " in output and "Health         loss not decreasing: " in output
     report = re.search(r"Report         (\S+training-report\.html)", output)[1]
-    assert Path(report).read_text().count("<svg") == 6  # uploaded with the job's TensorBoard folder
+    assert Path(report).read_text().count("<svg") == 8  # uploaded with the job's TensorBoard folder; a chart a source
     assert "health:input_wait_percent" in metrics
+    # make run's default corpus is a mix of two sources, each with its own validation figures
+    assert {"validation:source_bits_per_byte:pile", "validation:source_bits_per_byte:web"} <= set(metrics)
+    assert re.search(r"\n  Mix            pile 70% = .*; web 30% = ", output), output[-3000:]
+    assert re.search(r"\n    web          [\d,]+ sequences \([\d.]+ epochs\) trained; whole split loss [\d.]+", output)
 
 
 def test_corrupt_corpus_takes_the_failure_path(tmp_path: Path):
     runs = tmp_path / "corrupt-runs"
-    corpus = runs / "s3" / "local-bucketsraw" / "sample"
+    corpus = runs / "s3" / "local-bucketsraw" / "corrupt"
     corpus.mkdir(parents=True)
     (corpus / "00.jsonl").write_text('{"no text": 1}\nnot json at all\n{"text": ""}\n')
     (corpus / "01.jsonl.zst").write_bytes(b"\x28\xb5\x2f\xfd truncated")  # a zstd header, then nothing usable
-    code, output = finish(local_run(runs, "corrupt", {**TINY, "deploy": False}, tmp_path))
+    given = {**TINY, "corpus": {**TINY["corpus"], "s3_uri": "s3://local-bucketsraw/corrupt/"}, "deploy": False}
+    code, output = finish(local_run(runs, "corrupt", given, tmp_path))
     assert code == 1
     assert "✗" in output and "→ TrainTokenizer: caught, going to NotifyFailure" in output
     assert "GPT pre-training failed" in (runs / "executions" / "corrupt" / "notifications.log").read_text()

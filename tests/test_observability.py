@@ -93,6 +93,7 @@ def test_dashboard_has_the_workflow_host_progress_and_efs_charts(widgets: list[d
         "Seconds since the last step",
         "Loss drop over the loss window (%)",
         "Steps skipped (non-finite gradient)",
+        "Validation bits per byte, each source of a mix",
         "EFS throughput vs permitted",
         "EFS client connections",
         "EFS storage (GiB)",
@@ -110,7 +111,7 @@ def test_dashboard_has_the_workflow_host_progress_and_efs_charts(widgets: list[d
 
 def test_every_search_is_valid_and_limited_to_this_stacks_jobs(widgets: list[dict]):
     expressions = [e for metrics in graphs(widgets).values() for e in searches(metrics)]
-    assert len(expressions) == 21  # 5 training host, 2 processing host, 6 training-log + 8 health metrics
+    assert len(expressions) == 22  # 5 training host, 2 processing host, 6 training-log + 8 health metrics, the sources
     for expression in expressions:
         assert check_search(expression) == [], expression
         assert re.search(r" (Host|TrainingJobName)=gpt-dev'", expression), expression
