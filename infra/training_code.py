@@ -1,5 +1,6 @@
 """infra's one door into the training package's contract (``training/contract/``): its modules, loaded from
-their files, and the few views infra takes of them (a preset's shape, a configuration's recipe).
+their files, and the few views infra takes of them (a preset's shape, a configuration's recipe,
+a processing job's arguments).
 
 ``training/`` never imports infra and is shipped as is, so the few rules both sides need live there, in
 modules that import nothing but the standard library (and each other not at all):
@@ -13,6 +14,7 @@ modules that import nothing but the standard library (and each other not at all)
     network.py        NCCL's environment for EFA, and the rule on which network NCCL took
     formats.py        the corpus file formats preprocessing reads (the Plan step lists a corpus with it)
     sizes.py          sizes in bytes as preprocess.py reads them (the Plan step checks them before the job)
+    preprocess_options.py  preprocess.py's options (the Plan step writes the processing jobs' arguments with them)
 
 infra loads each by path under a private name (``training_code.hparams`` ...), so nothing of training/
 lands on ``sys.path`` and synthesis never imports TensorFlow. The Plan function's bundle carries these
@@ -31,7 +33,18 @@ from types import ModuleType
 from typing import Any
 
 TRAINING_ROOT = Path(__file__).resolve().parent.parent / "training"
-SHARED_NAMES = ("hparams", "batch", "recipe", "presets", "health", "balance", "network", "formats", "sizes")
+SHARED_NAMES = (
+    "hparams",
+    "batch",
+    "recipe",
+    "presets",
+    "health",
+    "balance",
+    "network",
+    "formats",
+    "sizes",
+    "preprocess_options",
+)
 SHARED_MODULES = {name: f"contract/{name}.py" for name in SHARED_NAMES}
 SHARED_FILES = (*SHARED_MODULES.values(), "contract/presets.json")
 
@@ -79,6 +92,21 @@ def shape_of(
     """A preset's shape with any explicit override applied (``None`` or 0 keeps the preset's value)."""
     base = model_presets()[preset]
     return ModelShape(n_layer=n_layer or base.n_layer, d_model=d_model or base.d_model, n_head=n_head or base.n_head)
+
+
+# ---- preprocess.py's options ----------------------------------------------------------------------------
+
+
+@functools.cache
+def preprocess_options() -> dict[str, Any]:
+    """``contract/preprocess_options.py``'s table (name -> ``Option``), given the three modules it reads."""
+    return training_module("preprocess_options").options(*map(training_module, ("formats", "hparams", "sizes")))
+
+
+def container_arguments(mode: str, values: Mapping[str, Any]) -> list[str]:
+    """A processing job's container arguments: ``mode`` and ``values`` (option name -> value), each checked as
+    preprocess.py will (``contract/preprocess_options.py``'s ``container_arguments``)."""
+    return training_module("preprocess_options").container_arguments(preprocess_options(), mode, values)
 
 
 # ---- A configuration's recipe ----------------------------------------------------------------------------

@@ -5,7 +5,8 @@
     python preprocess.py MODE --source=web:0.7 --source=code:0.3 [--source_text_field=code:content] ...  (a mix)
 
 Every option has a default that matches the SageMaker Processing paths; every option is accepted by both modes
-(container arguments are easier to assemble that way), each mode reads the ones it needs. See PREPROCESSING.md.
+(container arguments are easier to assemble that way), each mode reads the ones it needs. The options' one table,
+which the Plan step writes the jobs' arguments with: contract/preprocess_options.py. See PREPROCESSING.md.
 """
 
 from __future__ import annotations
@@ -13,22 +14,20 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import os
-import re
 import sys
 import time
 from pathlib import Path
 
-from contract.formats import DEFAULT_TEXT_FIELD, SUFFIXES
-from contract.hparams import SOURCE_NAME_RULE, is_source_name
-from contract.sizes import parse_size
+from contract import formats, hparams, sizes
+from contract.preprocess_options import add_options, options
 from pile.inputs import InputError, Source
 from pile.shards_job import ShardsConfig, run_shards
 from pile.tokenizer_job import run_tokenizer
 
 RESOURCE_CONFIG = Path("/opt/ml/config/resourceconfig.json")
 log = logging.getLogger("preprocess")
+OPTIONS = options(formats, hparams, sizes)
 
 
 def current_host(resource_config: Path = RESOURCE_CONFIG) -> str:
@@ -37,63 +36,6 @@ def current_host(resource_config: Path = RESOURCE_CONFIG) -> str:
         return json.loads(resource_config.read_text())["current_host"]
     except (OSError, ValueError, KeyError):
         return "algo-1"
-
-
-def host_name(text: str) -> str:
-    if not re.fullmatch(r"[A-Za-z0-9._]+(-[A-Za-z0-9._]+)*", text):
-        raise argparse.ArgumentTypeError(f"host must be letters, digits, '.', '_' and single '-': {text!r}")
-    return text
-
-
-def name_list(text: str) -> frozenset[str]:
-    return frozenset(name.strip() for name in text.split(",") if name.strip())
-
-
-class AddNames(argparse.Action):
-    """A comma list of names, added to those of the option's earlier uses: the Plan step passes one name an argument
-    (``--pile_set_names=Gutenberg (PG-19)``), as SageMaker caps a container argument at 256 characters."""
-
-    def __call__(self, parser, namespace, values, option_string=None) -> None:
-        setattr(namespace, self.dest, getattr(namespace, self.dest) | name_list(values))
-
-
-def field_name(text: str) -> str:
-    if not text or len(text) > 128 or not text.isprintable():
-        raise argparse.ArgumentTypeError(f"a field name is 1 to 128 printable characters: {text!r}")
-    return text
-
-
-def _name_and_value(text: str, value: str) -> tuple[str, str]:
-    name, colon, rest = text.partition(":")
-    if not colon or not rest.strip():
-        raise argparse.ArgumentTypeError(f"give NAME:{value}, not {text!r}")
-    return name, rest
-
-
-def source_weight(text: str) -> tuple[str, float]:
-    """``--source=NAME:WEIGHT``."""
-    name, weight = _name_and_value(text, "WEIGHT")
-    if not is_source_name(name):
-        raise argparse.ArgumentTypeError(f"source name {name!r}: use a name {SOURCE_NAME_RULE}")
-    try:
-        value = float(weight)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"weight {weight!r} of {name}: give a positive finite number")
-    return name, value
-
-
-def source_text_field(text: str) -> tuple[str, str]:
-    """``--source_text_field=NAME:FIELD``."""
-    name, field = _name_and_value(text, "FIELD")
-    return name, field_name(field)
-
-
-def source_pile_set_name(text: str) -> tuple[str, str]:
-    """``--source_pile_set_names=NAME:SUBSET``, one Pile subset name (spaces allowed)."""
-    name, subset = _name_and_value(text, "SUBSET")
-    return name, subset.strip()
 
 
 def _known(option: str, name: str, weights: dict[str, float]) -> None:
@@ -130,96 +72,9 @@ def mix_sources(args: argparse.Namespace) -> tuple[Source, ...]:
     )
 
 
-def fraction(text: str) -> float:
-    value = float(text)
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1): {text}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--input_dir",
-        type=Path,
-        default=Path("/opt/ml/processing/input/raw"),
-        help=f"raw {', '.join(SUFFIXES)} files, searched recursively",
-    )
-    common.add_argument(
-        "--text_field",
-        type=field_name,
-        default=DEFAULT_TEXT_FIELD,
-        help="the JSON field or Parquet column holding a document's text",
-    )
-    common.add_argument(
-        "--tokenizer_dir",
-        type=Path,
-        default=Path("/opt/ml/processing/input/tokenizer"),
-        help="shards: folder holding tokenizer.json (or the file itself)",
-    )
-    common.add_argument("--output_dir", type=Path, default=Path("/opt/ml/processing/output/dataset"))
-    common.add_argument("--vocab_size", type=positive_int, default=50257, help="tokenizer: vocabulary size")
-    common.add_argument(
-        "--sample_bytes",
-        type=parse_size,
-        default=parse_size("1G"),
-        help="tokenizer: text to train on, spread over all inputs (e.g. 1G, 500M)",
-    )
-    common.add_argument(
-        "--sequence_length",
-        type=positive_int,
-        default=2048,
-        help="shards: the model's context; records hold sequence_length + 1 tokens",
-    )
-    common.add_argument("--shard_size_mb", type=float, default=1024.0, help="shards: about this many MiB a shard")
-    common.add_argument(
-        "--validation_fraction",
-        type=fraction,
-        default=0.0005,
-        help="shards: share of documents for validation (chosen by a hash of input and position)",
-    )
-    common.add_argument(
-        "--pile_set_names",
-        action=AddNames,
-        default=frozenset(),
-        help="comma-separated meta.pile_set_name values to keep, the option repeatable; none keeps all",
-    )
-    common.add_argument(
-        "--source",
-        type=source_weight,
-        action="append",
-        default=[],
-        help="NAME:WEIGHT, repeatable: a mix, each source read from <input_dir>/<NAME>/ (nothing else read)",
-    )
-    common.add_argument(
-        "--source_text_field",
-        type=source_text_field,
-        action="append",
-        default=[],
-        help="NAME:FIELD: that source's text field or column (default: --text_field)",
-    )
-    common.add_argument(
-        "--source_pile_set_names",
-        type=source_pile_set_name,
-        action="append",
-        default=[],
-        help="NAME:SUBSET, repeatable, one meta.pile_set_name a use: that source's subsets to keep; none keeps all",
-    )
-    common.add_argument("--workers", type=int, default=0, help="shards: encoding processes; 0 = every core")
-    common.add_argument(
-        "--host",
-        type=host_name,
-        default=None,
-        help="name in shard and manifest names; default: current_host of SageMaker's resourceconfig",
-    )
-    common.add_argument("--progress_seconds", type=float, default=30.0, help="seconds between progress lines")
+    add_options(common, OPTIONS)
     parser = argparse.ArgumentParser(prog="preprocess.py", description=__doc__.split("\n")[0])
     modes = parser.add_subparsers(dest="mode", required=True)
     modes.add_parser("tokenizer", parents=[common], help="train the tokenizer (one instance)")

@@ -29,7 +29,7 @@ from infra.config import (
     deep_merge,
     validate,
 )
-from infra.training_code import training_module
+from infra.training_code import preprocess_options, training_module
 
 CORPUS_SUFFIXES = training_module("formats").SUFFIXES  # what preprocessing reads (training/contract/formats.py)
 FIELD_NAME = r"[^\x00-\x1f\x7f]{1,128}"  # a JSON key or Parquet column: printable, one container argument
@@ -38,9 +38,10 @@ SIZE = training_module("sizes").SIZE  # bytes, binary multiples: 6M, 1.5G, 2GiB 
 S3_URI = r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?"
 # Each Pile subset name goes to the processing jobs as a container argument of its own, PILE_SET_OPTION + name (a
 # mix's: SOURCE_PILE_SET_OPTION + source + ":" + name), at most aws_limits().container_argument_chars long. Of
-# SageMaker's 100 arguments a job, the jobs' own take 17 and a mix's sources at most 16 (--source, --source_text_field).
-PILE_SET_OPTION = "--pile_set_names="
-SOURCE_PILE_SET_OPTION = "--source_pile_set_names="
+# SageMaker's 100 arguments a job, the jobs' own take at most 15 (the shards job: its mode and 7 options) and a mix's
+# sources at most 2 x MAX_SOURCES = 16 (--source, --source_text_field).
+PILE_SET_OPTION = preprocess_options()["pile_set_names"].prefix
+SOURCE_PILE_SET_OPTION = preprocess_options()["source_pile_set_names"].prefix
 MAX_PILE_SET_NAMES = 64
 # A job's ProcessingInputs: the code, the tokenizer and one a source.
 MAX_SOURCES = aws_limits().processing_inputs - 2

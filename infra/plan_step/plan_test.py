@@ -10,7 +10,7 @@ import time
 from dataclasses import replace
 
 import pytest
-from preprocess import parse_size
+from preprocess import OPTIONS
 
 from infra.aws_limits import aws_limits
 from infra.plan_step.execution_input import MAX_PILE_SET_NAMES, PILE_SET_OPTION
@@ -379,7 +379,7 @@ def test_a_run_that_cannot_finish_in_its_max_run_hours_is_refused_naming_both_an
 def test_tokenizer_sample_bytes_takes_every_size_preprocessing_reads(settings, store):
     for i, text in enumerate(("6M", "1G", "1.5G", "2GiB", "500m", "1073741824", "lots", "1.5", "G", "-1G", "1 TB")):
         try:
-            parse_size(text)
+            OPTIONS["sample_bytes"].check(text)  # as preprocess.py reads --sample_bytes
             reads = True
         except argparse.ArgumentTypeError:
             reads = False

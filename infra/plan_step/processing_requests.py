@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from infra.plan_step.container import processing_entrypoint
-from infra.plan_step.execution_input import PILE_SET_OPTION, SOURCE_PILE_SET_OPTION, WorkflowInput, comma_names
+from infra.plan_step.execution_input import WorkflowInput, comma_names
 from infra.plan_step.hyperparameters import ENTRY_POINTS
 from infra.plan_step.requests import (
     PREPROCESS_HOURS,
@@ -20,6 +20,7 @@ from infra.plan_step.requests import (
 )
 from infra.plan_step.settings import StackSettings
 from infra.plan_step.sources import corpus_sources
+from infra.training_code import container_arguments
 
 PROCESSING_FIELDS = (
     "ProcessingJobName",
@@ -109,19 +110,19 @@ def _processing_job(
     }
 
 
-def _source_arguments(settings: StackSettings, inp: WorkflowInput) -> list[str]:
+def _source_options(inp: WorkflowInput) -> dict[str, Any]:
     """The corpus's text field and Pile subsets, or a mix's sources (``--source=NAME:WEIGHT``, each one's field
     and subsets): one argument a name, as a single comma list of every Pile subset (271 characters) passes
     SageMaker's 256."""
     corpus = inp.corpus
     if not corpus.sources:
-        return ["--text_field", corpus.text_field, *(PILE_SET_OPTION + name for name in corpus.pile_sets())]
-    arguments = [f"--source={s.name}:{s.weight!r}" for s in corpus.sources]
-    arguments += [f"--source_text_field={s.name}:{s.text_field}" for s in corpus.sources if s.text_field]
-    arguments += [
-        f"{SOURCE_PILE_SET_OPTION}{s.name}:{name}" for s in corpus.sources for name in comma_names(s.pile_set_names)
-    ]
-    return ["--text_field", corpus.text_field, *arguments]
+        return {"text_field": corpus.text_field, "pile_set_names": corpus.pile_sets()}
+    return {
+        "text_field": corpus.text_field,
+        "source": [(s.name, s.weight) for s in corpus.sources],
+        "source_text_field": [(s.name, s.text_field) for s in corpus.sources if s.text_field],
+        "source_pile_set_names": [(s.name, name) for s in corpus.sources for name in comma_names(s.pile_set_names)],
+    }
 
 
 def _raw_inputs(settings: StackSettings, inp: WorkflowInput, uris: dict[str, str], **kind: Any) -> list[dict]:
@@ -139,18 +140,16 @@ def tokenizer_job_request(
 ) -> dict:
     """One instance trains the BPE tokenizer on a sample of the corpus (each source's files listed in its manifest)."""
     pre = inp.preprocessing
-    arguments = [
+    arguments = container_arguments(
         "tokenizer",
-        "--input_dir",
-        f"{PROCESSING_BASE}/input/raw",
-        "--output_dir",
-        f"{PROCESSING_BASE}/output/dataset",
-        "--vocab_size",
-        str(pre.vocab_size),
-        "--sample_bytes",
-        inp.corpus.tokenizer_sample_bytes,
-        *_source_arguments(settings, inp),
-    ]
+        {
+            "input_dir": f"{PROCESSING_BASE}/input/raw",
+            "output_dir": f"{PROCESSING_BASE}/output/dataset",
+            "vocab_size": pre.vocab_size,
+            "sample_bytes": inp.corpus.tokenizer_sample_bytes,
+            **_source_options(inp),
+        },
+    )
     raw = _raw_inputs(settings, inp, sample_manifests, data_type="ManifestFile")
     output = tokenizer_dir_uri(settings, inp).rsplit("/", 1)[0] + "/"
     return _processing_job(settings, inp, name, arguments, raw, output, instance_count=1)
@@ -159,22 +158,18 @@ def tokenizer_job_request(
 def shards_job_request(settings: StackSettings, inp: WorkflowInput, name: str) -> dict:
     """N instances tokenize their share of the corpus files (each source's, ShardedByS3Key) into token shards."""
     pre = inp.preprocessing
-    arguments = [
+    arguments = container_arguments(
         "shards",
-        "--input_dir",
-        f"{PROCESSING_BASE}/input/raw",
-        "--tokenizer_dir",
-        f"{PROCESSING_BASE}/input/tokenizer",
-        "--output_dir",
-        f"{PROCESSING_BASE}/output/dataset",
-        "--sequence_length",
-        str(inp.training.sequence_length),
-        "--shard_size_mb",
-        str(pre.shard_size_mb),
-        "--validation_fraction",
-        str(pre.validation_fraction),
-        *_source_arguments(settings, inp),
-    ]
+        {
+            "input_dir": f"{PROCESSING_BASE}/input/raw",
+            "tokenizer_dir": f"{PROCESSING_BASE}/input/tokenizer",
+            "output_dir": f"{PROCESSING_BASE}/output/dataset",
+            "sequence_length": inp.training.sequence_length,
+            "shard_size_mb": pre.shard_size_mb,
+            "validation_fraction": pre.validation_fraction,
+            **_source_options(inp),
+        },
+    )
     prefixes = {source.name: source.s3_uri for _, source in corpus_sources(settings, inp)}
     inputs = [
         *_raw_inputs(settings, inp, prefixes, sharded=True),
