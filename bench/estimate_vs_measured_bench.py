@@ -7,9 +7,12 @@ then the sum of its stages', which share the process's memory) for a few steps i
 
 - peak memory: the growth of the process's peak resident set (``VmHWM`` in /proc/self/status) over its
   resident set after TensorFlow was imported and had run a warm-up step of an unrelated model, so the
-  TensorFlow runtime itself is not counted. The estimate's figure compared with it is its model of
-  tensors plus the 5% allocator allowance (the CUDA context and TensorFlow's reserve come off a GPU's
-  memory instead: ``infra/estimate/hardware.py``).
+  TensorFlow runtime itself is not counted. Tensors come from TensorFlow's BFC allocator, the one a GPU uses
+  (``TF_CPU_ALLOCATOR_USE_BFC``): one pool that reuses freed blocks for any later tensor. With the C library's
+  malloc (the CPU default) freed tensors stayed in per-thread heap arenas, which read the recomputed case 200-300
+  MiB above the tensors it held (docs/benchmarks.md, "The recomputed case"). The estimate's figure compared
+  with it is its model of tensors plus the 5% allocator allowance (the CUDA context and TensorFlow's reserve
+  come off a GPU's memory instead: ``infra/estimate/hardware.py``).
 - Operations run one at a time (inter-op parallelism 1), as a GPU stream runs them. With TensorFlow's
   default the trainer's accumulation loop starts the next micro-batch before the last one's backward pass
   ends, so two micro-batches were in flight; the loop now runs one at a time (``ONE_MICRO_BATCH_IN_FLIGHT``),
@@ -196,7 +199,7 @@ def main() -> int:
     print(f"{os.cpu_count()} CPUs; each case in a fresh process, {STEPS} steps, median of the last {STEPS - 2}")
     rows = []
     for case in CASES:
-        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "TF_CPU_ALLOCATOR_USE_BFC": "true"}  # a GPU's allocator
         out = subprocess.run(
             [sys.executable, __file__, "--child", json.dumps(case)], capture_output=True, text=True, env=env, check=True
         )
