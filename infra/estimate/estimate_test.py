@@ -98,7 +98,8 @@ def test_suggestions_fit_and_start_with_the_smallest_change():
 def test_a_v100_cluster_needs_pipeline_stages_or_a_larger_gpu():
     fixes = suggestions(prod(instance_type="ml.p3.16xlarge", precision="fp16", recompute=False, instance_count=8))
     singles = [dict(f.changes) for f in fixes if len(f.changes) == 1]
-    assert singles and all("instance_type" in change for change in singles)  # model state alone is 27 GiB
+    # model state alone is 27 GiB: a larger GPU, or (uncompiled fp16 logits at 8 bytes since issue 37) 8 stages
+    assert singles and all({"instance_type", "model_parallel_degree"} & set(change) for change in singles)
     assert any(dict(f.changes).get("model_parallel_degree", 1) > 1 for f in fixes)
     # bf16 is never offered on a V100.
     bf16 = suggestions(prod(recompute=False))
