@@ -90,7 +90,7 @@ def test_suggestions_fit_and_start_with_the_smallest_change():
     fixes = suggestions(misfit)
     assert fixes and all(fix.estimate.fits for fix in fixes)
     assert fixes[0].changes == (("recompute", True),)
-    assert str(fixes[0]).startswith("training.recompute = true (35.5 of 37.6 GiB usable")
+    assert str(fixes[0]).startswith("training.recompute = true (33.1 of 37.6 GiB usable")
     assert [len(f.changes) for f in fixes] == sorted(len(f.changes) for f in fixes)
     assert suggestions(prod()) == []
 
@@ -98,7 +98,8 @@ def test_suggestions_fit_and_start_with_the_smallest_change():
 def test_a_v100_cluster_needs_pipeline_stages_or_a_larger_gpu():
     fixes = suggestions(prod(instance_type="ml.p3.16xlarge", precision="fp16", recompute=False, instance_count=8))
     singles = [dict(f.changes) for f in fixes if len(f.changes) == 1]
-    assert singles and all("instance_type" in change for change in singles)  # model state alone is 27 GiB
+    # model state alone is 27 GiB: a larger GPU, or (uncompiled fp16 logits at 8 bytes since issue 37) 8 stages
+    assert singles and all({"instance_type", "model_parallel_degree"} & set(change) for change in singles)
     assert any(dict(f.changes).get("model_parallel_degree", 1) > 1 for f in fixes)
     # bf16 is never offered on a V100.
     bf16 = suggestions(prod(recompute=False))
@@ -117,7 +118,7 @@ def test_estimate_for_config_reads_the_training_config_and_its_overrides():
 def test_fit_problem_names_the_need_the_capacity_and_the_fix():
     assert fit_problem(TrainingConfig(), 50_257) is None
     problem = fit_problem(dataclasses.replace(TrainingConfig(), recompute=False, micro_batch_size=16), 50_257)
-    assert problem.startswith("gpt3-125m at micro-batch 16 x 2048 tokens needs 48.4 GiB per device")
+    assert problem.startswith("gpt3-125m at micro-batch 16 x 2048 tokens needs 44.8 GiB per device")
     assert "but ml.p4d.24xlarge has 37.6 GiB usable per device (40 GiB marketed). Set training.recompute" in problem
 
 

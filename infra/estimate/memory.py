@@ -29,13 +29,21 @@ The model follows what this project's training code keeps (``training/gpt``, ``t
   the bf16 dP and the float32 casts of P and dP at once, 10 bytes) and the MLP's two 4h-wide intermediates,
   2 x 4·s·b·h x the element size. Without it the estimate fell short of measured CPU peaks by 7-19%
   (bench/estimate_vs_measured_bench.py; the uncompiled lean core's 10 bytes: its bf16 case at 1.14, 1.08 after).
-- Logits: b·s·V elements, alive together while the loss is differentiated: the logits in the compute dtype
-  (2 bytes), their float32 cast (4), the softmax (4), its float32 gradient (4) and that cast back (2): 16 bytes
-  each in bf16/fp16; in float32 the logits, the softmax and the gradient, 12 (fitted to measured CPU peaks,
-  bench/estimate_vs_measured_bench.py, where 8 and 10 had fallen 15-50% short). With the step compiled by XLA
-  (``xla``) the casts fuse into the softmax and the gradient: the 16-bit logits, the float32 softmax and the
-  16-bit gradient, 8 bytes (assumed from XLA's fusion, not measured). And the tied embedding's gradient from
-  the head, [d, V] and its transpose: 8·V·d bytes.
+- Logits: b·s·V elements, two float32 tensors at a time, 8 bytes: the (float32) logits and the softmax while
+  the loss is taken, then the softmax and its gradient (``gpt/loss.py``: the gradient waits for the loss, so the
+  logits are freed first); in bf16/fp16 the 16-bit logits die at their float32 cast, and the gradient's 16-bit
+  cast (2) comes after the softmax is freed (4 + 2 < 8). Until issue 37's ordering fixes the 16-bit count was
+  16: the logits, their cast, the softmax, the gradient and its cast, all alive at once. With the step
+  compiled by XLA (``xla``) the casts fuse into the softmax and the gradient: the 16-bit logits, the float32
+  softmax and the 16-bit gradient, 8 bytes (assumed from XLA's fusion, not measured).
+  And the tied embedding's gradient from the head, [d, V] and its transpose: 8·V·d bytes. (Float32 was 12,
+  fitted to the resident set while the executor ran the loss's cond and the head's embedding gradient last,
+  keeping the logits, the softmax and their gradient through every block's backward pass, and while glibc's
+  heap arenas kept freed tensors: issue 37.)
+- Not at once: the logits and the backward working set of a layer (its recomputed part, its gradient buffers).
+  The loss's backward pass frees the logits before the first block's begins, so the peak holds the larger of
+  the two, not both (``Memory.not_at_once``). Summing them put the recomputed case 30% above the tensors it
+  held (562 MiB of tensors, estimate 729, bench/recompute_memory_probe.py).
 - Pipeline (model-parallel degree K): the blocks are split as training splits them (``stages.py``: balanced
   by parameters, embeddings on the first stage, final LayerNorm on the last). GPipe runs all M micro-batches
   of a pass forward before any backward (M from ``training/contract/batch.py``), and re-materialises as
@@ -83,15 +91,29 @@ class Memory:
     gradient_buffers: int
     activations: int
     logits: int
+    # Of the activations, the layer being differentiated: its recomputed part and its backward working set. They
+    # exist only after the loss's backward pass has freed the logits (gpt/loss.py: the loss's gradient waits for
+    # the loss), so the two are never alive at once: the smaller of them is not counted (``not_at_once``).
+    backward: int = 0
 
     @property
     def model_state(self) -> int:
         return self.weights + self.gradients + self.optimizer + self.accumulation + self.gradient_buffers
 
     @property
+    def not_at_once(self) -> int:
+        """The logits or one layer's backward working set, whichever is smaller: the peak holds only the larger.
+
+        gpt3-1.3b, b = 4, bf16, XLA, full recompute: logits 4 x 2048 x 50,257 x 8 = 3.29 GB + the head's 0.82 GB,
+        a layer's recomputed part and working set 2.45 GB -> 2.45 GB not at once.
+        """
+        return min(self.logits, self.backward)
+
+    @property
     def modeled(self) -> int:
-        """Every tensor counted, without the allocator's slack."""
-        return self.model_state + self.activations + self.logits
+        """Every tensor alive at the peak, without the allocator's slack: the model state, what every layer keeps,
+        and the larger of the logits and one layer's backward working set."""
+        return self.model_state + self.activations + self.logits - self.not_at_once
 
     @property
     def overhead(self) -> int:
@@ -225,13 +247,13 @@ def activation_bytes(
 def logits_bytes(
     vocab_size: int, sequence_length: int, micro_batch: int, precision: str, d_model: int, xla: bool = False
 ) -> int:
-    """Logits and their loss gradient, b·s·V x 16 bytes (8 with XLA, 12 in float32), and the head's embedding
-    gradient, 8·V·d.
+    """Logits and their loss gradient, b·s·V x 8 bytes (two float32 tensors at a time; with XLA the 16-bit logits,
+    the float32 softmax and the 16-bit gradient, 8 too), and the head's embedding gradient, 8·V·d.
 
-    b = 8, s = 2048, V = 50,257, d = 768, bf16 without XLA: 823 M elements x 16 = 13.2 GB, more than gpt3-125m's
-    weights and Adam state, + 0.3 GB.
+    b = 8, s = 2048, V = 50,257, d = 768, bf16: 823 M elements x 8 = 6.6 GB, more than gpt3-125m's weights and Adam
+    state, + 0.3 GB. (``precision`` and ``xla`` no longer change it; kept for the callers.)
     """
-    per_element = 12 if precision not in MIXED_PRECISIONS else 8 if xla else 16
+    per_element = 8  # float32: logits + softmax, then softmax + gradient; XLA: 2 + 4 + 2
     return micro_batch * sequence_length * vocab_size * per_element + 8 * vocab_size * d_model
 
 
@@ -269,6 +291,7 @@ def stage_memories(
             # stage 0's inputs are the token ids
             activations=activation_bytes(*args, layers[k], attention, xla) + (saved if k > 0 else 0),
             logits=logits if k == model_parallel_degree - 1 else 0,
+            backward=activation_bytes(*args, 0, attention, xla),  # zero layers: the one being differentiated
         )
         for k in range(model_parallel_degree)
     ]

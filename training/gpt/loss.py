@@ -53,6 +53,10 @@ def sparse_cross_entropy(targets: tf.Tensor, logits: tf.Tensor):
     loss = tf.cond(normal, lambda: -tf.math.log(p_target), through_maxima)
 
     def grad(upstream):
-        return None, _gradient(p, targets, upstream)
+        # After the loss: nothing in the backward pass needs its value, so without this edge TensorFlow's executor
+        # may run the cond last, keeping the logits and p ([N, vocab] float32 each) alive through every block's
+        # backward pass (docs/benchmarks.md, "The recomputed case").
+        with tf.control_dependencies([loss]):
+            return None, _gradient(p, targets, upstream)
 
     return loss, grad

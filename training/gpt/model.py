@@ -33,7 +33,12 @@ def _tied_projection(x: tf.Tensor, embeddings: tf.Tensor):
     autodiff's gᵀ x summed in another order, faster on a CPU (training/README.md, "Measurements")."""
 
     def grad(g):
-        return tf.matmul(g, embeddings), tf.transpose(tf.matmul(x, g, transpose_a=True))
+        d_embeddings = tf.transpose(tf.matmul(x, g, transpose_a=True))
+        # The input's gradient after the embedding's: the blocks' backward pass waits on it, the embedding's
+        # gradient on nothing, so TensorFlow's executor ran that last, keeping g ([N, vocab] float32) alive through
+        # every block's backward pass (docs/benchmarks.md, "The recomputed case").
+        with tf.control_dependencies([d_embeddings]):
+            return tf.matmul(g, embeddings), d_embeddings
 
     return tf.matmul(x, embeddings, transpose_b=True), grad
 

@@ -96,3 +96,21 @@ def test_the_embedding_is_padded_to_a_multiple_of_64_and_the_logits_are_not():
         loss = model.loss_sum(ids[:, :-1], ids[:, 1:])
     (grad,) = tape.gradient(loss, [kernel])
     assert not np.any(tf.convert_to_tensor(grad)[VOCAB:].numpy())  # padded rows learn nothing
+
+
+def test_the_heads_input_gradient_waits_for_its_embedding_gradient():
+    """The blocks' backward pass needs only the input's gradient; without an edge the executor may take the
+    embedding's last, the logits' gradient alive through every block's backward pass (docs/benchmarks.md)."""
+    model = GPT.from_preset("tiny", vocab_size=64, sequence_length=8)
+
+    @tf.function
+    def gradients(ids):
+        with tf.GradientTape() as tape:
+            loss = model.loss_sum(ids[:, :-1], ids[:, 1:], training=True)
+        return tape.gradient(loss, model.trainable_variables)
+
+    ops = gradients.get_concrete_function(tf.TensorSpec([2, 9], tf.int32)).graph.get_operations()
+    # the embedding's gradient, (xᵀ g)ᵀ: the transpose of a MatMul
+    transposes = {c for op in ops if op.type == "MatMul" for c in op.outputs[0].consumers() if c.type == "Transpose"}
+    assert transposes
+    assert [op for op in ops if op.type == "MatMul" and transposes & set(op.control_inputs)]
