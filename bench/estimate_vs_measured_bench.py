@@ -76,7 +76,8 @@ def checked(case) -> bool:
     return serial and (ONE_MICRO_BATCH_IN_FLIGHT or accumulation <= 2 or stages > 1)  # a pipeline: one GPipe pass
 
 
-def _status_kib(field: str) -> int:
+def status_kib(field: str) -> int:
+    """A field of /proc/self/status, in KiB (VmRSS, VmHWM)."""
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith(field + ":"):
             return int(line.split()[1])
@@ -138,7 +139,7 @@ def child(case: list) -> dict:
     warm, warm_batch = build("tiny", 257, 1, 1)  # the runtime's own memory goes into the baseline
     warm.train_step(warm_batch)
     del warm, warm_batch
-    baseline_kib = _status_kib("VmRSS")
+    baseline_kib = status_kib("VmRSS")
     baseline_tensors = tf.config.experimental.get_memory_info("CPU:0")["current"]
     tf.config.experimental.reset_memory_stats("CPU:0")
 
@@ -158,7 +159,7 @@ def child(case: list) -> dict:
         times.append(time.process_time() - start)
     return {
         "peak_bytes": tf.config.experimental.get_memory_info("CPU:0")["peak"] - baseline_tensors,
-        "resident_bytes": (_status_kib("VmHWM") - baseline_kib) * 1024,
+        "resident_bytes": (status_kib("VmHWM") - baseline_kib) * 1024,
         "step_seconds": statistics.median(times[2:]),
         "peak_flops": max(rates),
     }

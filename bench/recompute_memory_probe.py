@@ -25,15 +25,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "training")]
+
+from estimate_vs_measured_bench import status_kib  # noqa: E402  (this folder is the script's: on the path)
+
 MIB = 2**20
 NO_OP = "(no tf_op: an XLA-compiled call's output)"
-
-
-def _status_kib(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise KeyError(field)
 
 
 def _value(stat, stat_names: dict):
@@ -124,7 +120,7 @@ def main() -> int:
     warm, warm_batch = build(2, 64, 2, 257, 1, "none")  # the runtime's own memory goes into the baseline
     warm.train_step(warm_batch)
     del warm, warm_batch
-    baseline_kib = _status_kib("VmRSS")
+    baseline_kib = status_kib("VmRSS")
     trainer, batch = build(args.layers, args.d_model, args.heads, args.vocab, args.micro_batch, args.recompute)
     trainer.train_step(batch)
     result = {"config": vars(args)}
@@ -139,7 +135,7 @@ def main() -> int:
         print("\n".join(live_at_peak(args.profile)))
     for _ in range(args.steps - 1):
         trainer.train_step(batch)
-    result["resident_peak_growth_mib"] = (_status_kib("VmHWM") - baseline_kib) * 1024 / MIB
+    result["resident_peak_growth_mib"] = (status_kib("VmHWM") - baseline_kib) * 1024 / MIB
     if args.bfc or args.profile:
         result["tensor_peak_mib"] = tf.config.experimental.get_memory_info("CPU:0")["peak"] / MIB
     print(json.dumps(result))

@@ -75,6 +75,12 @@ def validation_figures(lines: list[str]) -> list[str]:
     ]
 
 
+def _source_field(line: str, name: str, key: str) -> str:
+    """The value of ``<name>_<key>=`` in a log line (a source's), "?" when it has none."""
+    found = re.search(rf" {name}_{key}=(\S+)", line)
+    return found[1] if found else "?"
+
+
 def mix_figures(lines: list[str], plan: dict[str, Any]) -> list[str]:
     """A mix's sources: each one's share as planned, its sequences and epochs as trained (the [config] line), and
     its last loss and bits per byte over its whole validation split."""
@@ -86,15 +92,11 @@ def mix_figures(lines: list[str], plan: dict[str, Any]) -> list[str]:
     report = [f"  Mix            {plan['summary']['mix']}"]
     for row in rows:
         key = training_module("hparams").metric_key(row["name"])
-
-        def field(line: str, name: str, key: str = key) -> str:
-            found = re.search(rf" {name}_{key}=(\S+)", line)
-            return found[1] if found else "?"
-
+        sequences, epochs = (_source_field(config, name, key) for name in ("sequences", "epochs"))
+        loss, bpb, se = (_source_field(split, name, key) for name in ("val_loss", "val_bpb", "val_bpb_se"))
         report.append(
-            f"    {row['name']:13s}{field(config, 'sequences')} sequences ({field(config, 'epochs')} epochs) "
-            f"trained; whole split loss {field(split, 'val_loss')}, {field(split, 'val_bpb')} ± "
-            f"{field(split, 'val_bpb_se')} bits per byte"
+            f"    {row['name']:13s}{sequences} sequences ({epochs} epochs) trained; whole split loss {loss}, {bpb} ± "
+            f"{se} bits per byte"
         )
     return report
 

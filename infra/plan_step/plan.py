@@ -73,20 +73,20 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
     training_request = requests.training_job_request(settings, inp, names["training"], run_name)
 
     samples = f"s3://{settings.datasets_bucket}/inputs/{names['tokenizer']}/tokenizer-sample"
-    sample_manifests = {
-        source.name: f"{samples}{'-' + source.name if source.name else ''}.manifest"
-        for _, source in corpus_sources(settings, inp)
-    }
+    sources = [source for _, source in corpus_sources(settings, inp)]
+    sample_manifests = {s.name: f"{samples}{'-' + s.name if s.name else ''}.manifest" for s in sources}
     if train_tokenizer:  # the writes, once every check has passed
-        for _, source in corpus_sources(settings, inp):
+        for source in sources:
             store.put_text(sample_manifests[source.name], _sample_manifest(source.s3_uri, corpus[source.name], inp))
     if preprocess:  # what the dataset is made from, for the reuse check of later executions
         store.put_text(source_record_uri(settings, inp), json.dumps(dataset_source(settings, inp)))
-    if preprocess:
-        tokens, counted = {name: mix.estimated_tokens(files) for name, files in corpus.items()}, False
-    else:
-        tokens, counted = mix.counted_tokens(store, manifests), True
-    mix_rows = mix.mix_sources(inp, tokens, counted)
+    mix_rows = []
+    if inp.corpus.sources:  # each source's tokens: estimated from its files, or counted in the dataset's manifests
+        if preprocess:
+            tokens = {name: mix.estimated_tokens(files) for name, files in corpus.items()}
+        else:
+            tokens = mix.counted_tokens(store, manifests)
+        mix_rows = mix.mix_sources(inp, tokens, counted=not preprocess)
     shape = inp.training.shape
     return {
         "names": names,

@@ -112,8 +112,7 @@ def _processing_job(
 
 def _source_options(inp: WorkflowInput) -> dict[str, Any]:
     """The corpus's text field and Pile subsets, or a mix's sources (``--source=NAME:WEIGHT``, each one's field
-    and subsets): one argument a name, as a single comma list of every Pile subset (271 characters) passes
-    SageMaker's 256."""
+    and subsets); the table writes a repeatable option one argument a value."""
     corpus = inp.corpus
     if not corpus.sources:
         return {"text_field": corpus.text_field, "pile_set_names": corpus.pile_sets()}

@@ -48,9 +48,8 @@ def check_corpus_given(settings: StackSettings, inp: WorkflowInput) -> None:
 def check_buckets(settings: StackSettings, inp: WorkflowInput) -> None:
     """Raises ConfigError for a source or a given tokenizer outside the buckets the jobs' role may read."""
     readable = [settings.raw_bucket, *settings.stage_config.source_buckets]
-    named = [(f"{where}.s3_uri", source.s3_uri) for where, source in corpus_sources(settings, inp)]
-    for field, uri, buckets in (
-        *((field, uri, readable) for field, uri in named if field != "corpus.s3_uri" or inp.corpus.s3_uri),
+    for field, uri, buckets in (  # a corpus named by no URI is the raw bucket's root (readable)
+        *((f"{where}.s3_uri", source.s3_uri, readable) for where, source in corpus_sources(settings, inp)),
         ("dataset.tokenizer_s3_uri", inp.dataset.tokenizer_s3_uri, [*readable, settings.datasets_bucket]),
     ):
         if uri is not None and split_uri(uri)[0] not in buckets:

@@ -32,6 +32,13 @@ class Source:
         return Path(input_dir) / self.name if self.name else Path(input_dir)
 
 
+def corpus_sources(
+    sources: Sequence[Source], text_field: str = DEFAULT_TEXT_FIELD, pile_set_names: frozenset[str] = frozenset()
+) -> tuple[Source, ...]:
+    """A mix's ``sources``, or without one the corpus as the one source "" (``text_field``, ``pile_set_names``)."""
+    return tuple(sources) or (Source("", 1.0, text_field, pile_set_names),)
+
+
 @dataclasses.dataclass(frozen=True)
 class InputFile:
     """One input file: ``name`` is unique within a run and safe in a file name, e.g. ``00`` for ``00.jsonl.zst``

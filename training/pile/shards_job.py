@@ -32,7 +32,7 @@ from data.token_shards import (
 
 from pile.bpe import encoder_from_json, eot_id, tokenizer_file
 from pile.encode import CHUNK_BYTES, EncodeSettings, chunk_records
-from pile.inputs import InputFile, NoDocumentsError, Source, find_inputs, unsupported_files
+from pile.inputs import InputFile, NoDocumentsError, Source, corpus_sources, find_inputs, unsupported_files
 from pile.packing import SplitWriter, sequences_per_shard
 from pile.progress import Progress
 from pile.reader import ReadError, iter_records
@@ -61,7 +61,7 @@ class ShardsConfig:
 
     def input_sources(self) -> tuple[Source, ...]:
         """The mix's sources, or the one source "" of ``input_dir`` with ``pile_set_names`` and ``text_field``."""
-        return self.sources or (Source("", 1.0, self.text_field, self.pile_set_names),)
+        return corpus_sources(self.sources, self.text_field, self.pile_set_names)
 
 
 @dataclasses.dataclass

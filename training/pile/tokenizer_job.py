@@ -19,7 +19,7 @@ from data.token_shards import TOKENIZER_FILE
 
 from pile.bpe import train_bpe
 from pile.documents import Skip, parse_record
-from pile.inputs import InputFile, NoDocumentsError, Source, find_inputs
+from pile.inputs import InputFile, NoDocumentsError, Source, corpus_sources, find_inputs
 from pile.progress import Progress
 from pile.reader import ReadError, iter_records
 
@@ -102,7 +102,7 @@ def run_tokenizer(
     ``sources``: a mix, each read from ``<input_dir>/<name>/``; none: ``input_dir`` with ``pile_set_names`` and
     ``text_field``.
     """
-    sources = sources or (Source("", 1.0, text_field, pile_set_names),)
+    sources = corpus_sources(sources, text_field, pile_set_names)
     inputs = find_inputs(input_dir, sources)
     stats = SampleStats()
     progress = Progress("tokenizer sample", progress_seconds, tokens=False)  # it reads text; the shards encode it
