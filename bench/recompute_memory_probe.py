@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "training")]
 
-from estimate_vs_measured_bench import status_kib  # noqa: E402  (this folder is the script's: on the path)
+from estimate_vs_measured_bench import reserve_one_region, status_kib  # noqa: E402  (this folder is the script's: on the path)
 
 MIB = 2**20
 NO_OP = "(no tf_op: an XLA-compiled call's output)"
@@ -120,6 +120,8 @@ def main() -> int:
     warm, warm_batch = build(2, 64, 2, 257, 1, "none")  # the runtime's own memory goes into the baseline
     warm.train_step(warm_batch)
     del warm, warm_batch
+    if args.bfc or args.profile:
+        reserve_one_region(tf)
     baseline_kib = status_kib("VmRSS")
     trainer, batch = build(args.layers, args.d_model, args.heads, args.vocab, args.micro_batch, args.recompute)
     trainer.train_step(batch)

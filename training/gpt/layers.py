@@ -189,8 +189,12 @@ def causal_attention(
         def grad(d_out):
             d_v = tf.matmul(_dropout(probs, rate, seed, site=1), d_out, transpose_a=True)
             d_probs = _dropout(tf.matmul(d_out, v, transpose_b=True), rate, seed, site=1)
-            rows = tf.reduce_sum(tf.cast(d_out, tf.float32) * tf.cast(out, tf.float32), -1, keepdims=True)
-            d_scores = tf.cast(tf.cast(probs, tf.float32) * (tf.cast(d_probs, tf.float32) - rows), q.dtype)
+            # The float32 casts of P and O need only the forward pass: without an edge from d_out the executor may
+            # run them during it, a float32 copy of every layer's P alive at the loss (docs/benchmarks.md).
+            with tf.control_dependencies([d_out]):
+                probs32, out32 = tf.cast(probs, tf.float32), tf.cast(out, tf.float32)
+            rows = tf.reduce_sum(tf.cast(d_out, tf.float32) * out32, -1, keepdims=True)
+            d_scores = tf.cast(probs32 * (tf.cast(d_probs, tf.float32) - rows), q.dtype)
             return tf.matmul(d_scores, k), tf.matmul(d_scores, q, transpose_a=True), d_v
 
         return out, grad

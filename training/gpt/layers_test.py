@@ -195,6 +195,37 @@ def test_score_sized_tensors_of_a_block_before_and_after_the_attention_core(
     assert count(recompute) == before
 
 
+def test_the_attention_cores_backward_waits_for_its_gradient():
+    """Its float32 casts of P and O need only the forward pass's tensors; without an edge from the incoming
+    gradient the executor may run them during the forward pass, a float32 copy of every layer's P alive at the
+    loss (docs/benchmarks.md). No score-sized operation may be free of both the output and the gradient."""
+    spec = tf.TensorSpec([1, 2, 8, 4], tf.bfloat16)  # T = 8: scores [1, 2, 8, 8]
+
+    @tf.function
+    def backward(q, k, v, d_out):
+        with tf.GradientTape() as tape:
+            tape.watch([q, k, v])
+            out = layers.causal_attention(q, k, v)
+        return out, tape.gradient(out, [q, k, v], output_gradients=d_out)
+
+    graph = backward.get_concrete_function(spec, spec, spec, spec).graph
+    ops = graph.get_operations()
+    forward = set()  # what the output needs
+    stack = [graph.outputs[0].op]
+    while stack:
+        op = stack.pop()
+        if op not in forward:
+            forward.add(op)
+            stack += [t.op for t in op.inputs] + list(op.control_inputs)
+    after = {graph.inputs[3].op}  # what waits for the incoming gradient
+    for op in ops:  # operations are listed in the order they were made, each after its inputs
+        if any(t.op in after for t in op.inputs) or any(c in after for c in op.control_inputs):
+            after.add(op)
+    score_sized = [op for op in ops if any(t.shape == [1, 2, 8, 8] for t in op.outputs)]
+    assert [op for op in score_sized if op in after] and [op for op in score_sized if op in forward]
+    assert [op.name for op in score_sized if op not in forward | after] == []
+
+
 def xla_matmuls(recompute: str) -> tuple[int, list[np.ndarray]]:
     """(matmuls in XLA's optimized HLO, the results) of a mixed-bf16 block's loss and gradients, as a train
     step has them (the loss live, so the first forward pass is not dead code), at fixed weights."""
