@@ -2,15 +2,18 @@
 
 Each case trains the project's GPT (``training/gpt``) with the project's trainer (``training/run/trainer.py``:
 AdamW, gradient accumulation, clipping) or, for K > 1, the pipeline trainer on K logical CPU devices
-(``training/run/pipeline_trainer.py``: one GPipe pass of all the step's micro-batches; the estimate's figure is
-then the sum of its stages', which share the process's memory) for a few steps in a fresh process, and measures:
+(``training/run/pipeline_trainer.py``: one GPipe pass of all the step's micro-batches; the stages share the
+process's memory, so the estimate's figure is theirs together: ``shared_pool_bytes``) for a few steps in a fresh
+process, and measures:
 
 - peak memory: the peak of the bytes in use in TensorFlow's BFC allocator, the one a GPU uses
   (``TF_CPU_ALLOCATOR_USE_BFC``, ``tf.config.experimental.get_memory_info``), over those in use after a warm-up
   step of an unrelated model: the tensors. Until issue 37 it was the growth of the peak resident set
   (``VmHWM``), which counted what the C library's malloc kept in its per-thread arenas (the recomputed case
   200-300 MiB above its tensors) and, on the BFC pool, its growth by regions (120-260 MiB); it is still
-  printed (``resident_bytes``), not checked (docs/benchmarks.md, "The recomputed case"). The estimate's figure
+  printed (``resident_bytes``), not checked (docs/benchmarks.md, "The recomputed case"). The pool is given one
+  region first (``reserve_one_region``), as TensorFlow reserves a GPU's memory; grown region by region, as the CPU
+  pool otherwise is, it handed the tiny cases' 392.6 MiB logits 512 MiB each. The estimate's figure
   compared with it is its model of tensors plus the 5% allocator allowance (the CUDA context and TensorFlow's reserve
   come off a GPU's memory instead: ``infra/estimate/hardware.py``).
 - Operations run one at a time (inter-op parallelism 1), as a GPU stream runs them. With TensorFlow's
@@ -43,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "training")]
 
 from infra.estimate import compute  # noqa: E402  (after the path set-up)
-from infra.estimate.memory import stage_memories  # noqa: E402
+from infra.estimate.memory import FRAGMENTATION, Memory, stage_memories  # noqa: E402
 from infra.training_code import model_presets  # noqa: E402
 
 MEMORY_TOLERANCE = 0.10
@@ -179,12 +182,23 @@ def child(case: list) -> dict:
     }
 
 
+def shared_pool_bytes(memories: list[Memory]) -> int:
+    """The stages' memory in one pool (K logical CPU devices): every stage's standing part (model state, saved
+    inputs, kept activations) and the largest of their transient parts (a stage's logits or one layer's backward
+    working set, the larger), with the 5% slack. The stages' backward cells ran one after the other in every run
+    measured (docs/benchmarks.md: the sum of the stages' totals, all transients at once, read 0.88-0.91); each
+    GPU has its own memory, where the plan checks each stage's total. One stage: its total."""
+    transient = [max(memory.logits, memory.backward) for memory in memories]
+    tensors = sum(memory.modeled for memory in memories) - sum(transient) + max(transient)
+    return tensors + round(FRAGMENTATION * tensors)
+
+
 def estimate(case: list) -> tuple[int, int, int]:
     """The estimate's (memory bytes, model FLOPs per token, executed FLOPs per token), for the attention the training
     code has (``ATTENTION``)."""
     preset, vocab, seq, micro, accumulation, precision, recompute, _, stages = case
     shape = model_presets()[preset]
-    memories = stage_memories(  # on a CPU every logical device shares the process's memory: their sum
+    memories = stage_memories(
         shape,
         vocab_size=vocab,
         sequence_length=seq,
@@ -200,7 +214,7 @@ def estimate(case: list) -> tuple[int, int, int]:
     )
     n = shape.parameters(vocab, seq)
     return (
-        sum(memory.total for memory in memories),
+        shared_pool_bytes(memories),
         compute.model_flops_per_token(shape, n, seq),
         compute.hardware_flops_per_token(shape, n, seq, recompute, pipelined=stages > 1),
     )

@@ -11,17 +11,22 @@ The model follows what this project's training code keeps (``training/gpt``, ``t
   (``pipeline_trainer.py``, ``self.buffers``): 4 bytes more per parameter of the stage.
 - One micro-batch in flight without a pipeline: the accumulation loop runs its micro-batches one after the
   other (issue 37: by construction, not by TensorFlow's while-loop default of 10 parallel iterations).
-- Activations per layer (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
-  Models", eq. 2): s·b·h·34 bytes in 16-bit (s = sequence, b = micro-batch, h = width, a = heads) for what is
-  [s, b, h]-sized: 13·sbh in the attention sublayer (its LayerNorm 2, QKV input 2, Q and K 4, V 2, the
-  projection's input 2, dropout mask 1) and 21·sbh in the MLP (LayerNorm 2, fc input 2, GELU input 8,
-  its output 8, dropout mask 1), doubled in float32; and per score element of [b, a, s, s] what the
-  attention core keeps: ``naive`` (today's ``_attend``: the float32 softmax output its gradient needs and the
+- Activations per layer, per element of [s, b, h] (s = sequence, b = micro-batch, h = width, a = heads), as this
+  code keeps them (the tensors alive at the peak, ``bench/recompute_memory_probe.py --profile``): each LayerNorm's
+  float32 input, 4 bytes in every precision (``gpt/layers.py``'s LayerNorm computes in float32), and in the
+  compute dtype 7 elements in the attention sublayer (the QKV matmul's input, q, k and v, the scaled q, the
+  core's output O for its gradient, the projection's input) and 9 in the MLP (the fc matmul's input, the GELU's
+  output and its slope, 4 each): 40 bytes in bf16, 72 in float32. Korthikanti et al. 2022 ("Reducing Activation
+  Recomputation in Large Transformer Models", eq. 2) count 34 in 16 bits for Megatron's code: 2-byte LayerNorm
+  inputs, one q, no O, and dropout masks, which this code does not keep at its default dropout 0 (a rate above
+  0 adds them); with 34 the bench's bf16 case read 1.11 x the estimate. And per score element of [b, a, s, s]
+  what the attention core keeps: ``naive`` (today's ``_attend``: the float32 softmax output its gradient needs and the
   bf16 probabilities the next matmul's does, 4 + 2 = 6 bytes; in float32 they are one tensor, 4) or ``lean``
   (a custom-gradient core that keeps only the probabilities: 2 bytes, 4 in float32).
 - Recomputation (``recompute``): ``none`` keeps all of it; ``attention`` recomputes the attention sublayer
-  from the block's input (keeps 21 + 2 sbh, no score-sized tensor); ``mlp`` recomputes the MLP from its input
-  (keeps 13 + 2 sbh and the scores); ``full`` (``True``) recomputes the whole block from its input (2 sbh).
+  from the block's input (keeps the MLP's and the input, no score-sized tensor); ``mlp`` recomputes the MLP from
+  its input (keeps the attention sublayer's, the scores and the input); ``full`` (``True``) recomputes the whole
+  block from its input (one [s, b, h] tensor in the compute dtype).
   One layer's recomputed part exists again, in full, while that layer is differentiated.
 - The backward working set of the layer being differentiated: the gradients of the scores and
   probabilities (naive: 2 float32 score-sized tensors, 8 bytes per score element; lean: the bf16 dP and
@@ -36,10 +41,14 @@ The model follows what this project's training code keeps (``training/gpt``, ``t
   16: the logits, their cast, the softmax, the gradient and its cast, all alive at once. With the step
   compiled by XLA (``xla``) the casts fuse into the softmax and the gradient: the 16-bit logits, the float32
   softmax and the 16-bit gradient, 8 bytes (assumed from XLA's fusion, not measured).
-  And the tied embedding's gradient from the head, [d, V] and its transpose: 8·V·d bytes. (Float32 was 12,
-  fitted to the resident set while the executor ran the loss's cond and the head's embedding gradient last,
-  keeping the logits, the softmax and their gradient through every block's backward pass, and while glibc's
-  heap arenas kept freed tensors: issue 37.)
+  The tied embedding's gradient from the head, [d, V] and its transpose, 8·V·d bytes, comes after the softmax
+  is freed, beside the logits' gradient only: the peak holds the larger of the softmax and it. Run op by op in
+  bf16/fp16, the gradient is allocated where the 16-bit logits and their float32 cast were, one free chunk of
+  6 bytes an element, and TensorFlow's BFC allocator splits a chunk only at twice the request or 128 MiB to
+  spare: below that the gradient holds all 6 (the bench's bf16 case, 128 MiB of gradient in a 192 MiB chunk).
+  (Float32 was 12, fitted to the resident set while the executor ran the loss's cond and the head's embedding
+  gradient last, keeping the logits, the softmax and their gradient through every block's backward pass, and
+  while glibc's heap arenas kept freed tensors: issue 37.)
 - Not at once: the logits and the backward working set of a layer (its recomputed part, its gradient buffers).
   The loss's backward pass frees the logits before the first block's begins, so the peak holds the larger of
   the two, not both (``Memory.not_at_once``). Summing them put the recomputed case 30% above the tensors it
@@ -72,11 +81,14 @@ MIXED_PRECISIONS = ("bf16", "fp16")
 ATTENTION_KINDS = ("lean", "naive")
 # The modes and the reading of a mode (true = full, false = none): the training contract's, the hyperparameter's.
 RECOMPUTE_MODES, recompute_mode = training_module("hparams").RECOMPUTE_MODES, training_module("hparams").recompute_mode
-# [s, b, h]-sized bytes (16-bit) per layer: the attention sublayer's and the MLP's (Korthikanti et al.'s 34).
-ATTENTION_SBH, MLP_SBH = 13, 21
+# What a layer keeps per element of [s, b, h] (module docstring): each LayerNorm's float32 input, and elements of the
+# compute dtype in the attention sublayer and in the MLP.
+LAYER_NORM_INPUT_BYTES = 4
+ATTENTION_ELEMENTS, MLP_ELEMENTS = 7, 9
 # Bytes per score element: kept by the forward pass, and the backward working set (float32 gradients / bf16).
 SCORES_KEPT = {"naive": 6, "lean": 2}  # 16-bit runs; float32 ones keep one float32 tensor, 4 bytes, either way
 SCORES_WORKSPACE = {"naive": 8, "lean": 4}  # lean: compiled; uncompiled in 16 bits, LEAN_OP_BY_OP_WORKSPACE
+BFC_SPLIT_BYTES = 128 * 2**20  # TensorFlow's BFC allocator splits a larger free chunk only with this much to spare
 LEAN_OP_BY_OP_WORKSPACE = 10  # bf16 dP 2 + float32 P 4 + float32 dP 4 (``gpt/layers.py``'s causal_attention grad)
 
 
@@ -104,8 +116,8 @@ class Memory:
     def not_at_once(self) -> int:
         """The logits or one layer's backward working set, whichever is smaller: the peak holds only the larger.
 
-        gpt3-1.3b, b = 4, bf16, XLA, full recompute: logits 4 x 2048 x 50,257 x 8 = 3.29 GB + the head's 0.82 GB,
-        a layer's recomputed part and working set 2.45 GB -> 2.45 GB not at once.
+        gpt3-1.3b, b = 4, bf16, XLA, full recompute: logits 4 x 2048 x 50,257 x 8 = 3.29 GB, a layer's recomputed
+        part and working set 2.55 GB -> 2.55 GB not at once.
         """
         return min(self.logits, self.backward)
 
@@ -174,17 +186,21 @@ def layer_activation_bytes(
 ) -> int:
     """What one decoder layer keeps for its backward pass (module docstring).
 
-    gpt3-125m, s = 2048, b = 8, bf16, no recomputation, naive: 34 x 12.6 M + 6 x 12 x 2048² x 8 = 428 M +
-    2,416 M = 2.84 GB; lean: 428 M + 805 M = 1.23 GB; full recomputation: the layer's input, 2 x 12.6 M = 25 MB.
+    gpt3-125m, s = 2048, b = 8, bf16, no recomputation, naive: (4 + 7 x 2 + 4 + 9 x 2) x 12.6 M + 6 x 12 x 2048² x
+    8 = 503 M + 2,416 M = 2.92 GB; lean: 503 M + 805 M = 1.31 GB; full recomputation: the layer's input, 2 x 12.6
+    M = 25 MB.
     """
     s, b, h, a = sequence_length, micro_batch, shape.d_model, shape.n_head
-    sbh = s * b * h * _scale(precision)
+    sbh, element = s * b * h, 2 * _scale(precision)
+    attention_part = (LAYER_NORM_INPUT_BYTES + ATTENTION_ELEMENTS * element) * sbh
+    mlp_part = (LAYER_NORM_INPUT_BYTES + MLP_ELEMENTS * element) * sbh
     scores = (4 if precision == "fp32" else SCORES_KEPT[attention]) * a * s * s * b
+    block_input = element * sbh
     return {
-        "none": (ATTENTION_SBH + MLP_SBH) * sbh + scores,
-        "attention": (MLP_SBH + 2) * sbh,
-        "mlp": (ATTENTION_SBH + 2) * sbh + scores,
-        "full": 2 * sbh,
+        "none": attention_part + mlp_part + scores,
+        "attention": mlp_part + block_input,
+        "mlp": attention_part + scores + block_input,
+        "full": block_input,
     }[recompute_mode(recompute)]
 
 
@@ -247,14 +263,19 @@ def activation_bytes(
 def logits_bytes(
     vocab_size: int, sequence_length: int, micro_batch: int, precision: str, d_model: int, xla: bool = False
 ) -> int:
-    """Logits and their loss gradient, b·s·V x 8 bytes (two float32 tensors at a time; with XLA the 16-bit logits,
-    the float32 softmax and the 16-bit gradient, 8 too), and the head's embedding gradient, 8·V·d.
+    """The loss's largest moment: the logits' gradient (its chunk) beside the softmax or, after it, the head's
+    embedding gradient, 8·V·d (module docstring; with XLA the 16-bit logits, the float32 softmax and the 16-bit
+    gradient, 8 bytes an element too).
 
-    b = 8, s = 2048, V = 50,257, d = 768, bf16: 823 M elements x 8 = 6.6 GB, more than gpt3-125m's weights and Adam
-    state, + 0.3 GB. (``precision`` and ``xla`` no longer change it; kept for the callers.)
+    b = 8, s = 2048, V = 50,257, d = 768, bf16: 823 M elements x (4 + 4) = 6.6 GB, more than gpt3-125m's weights and
+    Adam state (the head's 0.3 GB is less than the softmax's 3.3). b = 8, s = 512, V = 8,192, bf16 op by op: 33.6 M
+    elements, the gradient in a 6-byte chunk (the spare 64 MiB is under BFC's 128): 6 + 4 = 10 bytes, 320 MiB.
     """
-    per_element = 8  # float32: logits + softmax, then softmax + gradient; XLA: 2 + 4 + 2
-    return micro_batch * sequence_length * vocab_size * per_element + 8 * vocab_size * d_model
+    elements = micro_batch * sequence_length * vocab_size
+    gradient = 4 * elements
+    if precision in MIXED_PRECISIONS and not xla and 2 * elements < BFC_SPLIT_BYTES:
+        gradient += 2 * elements
+    return gradient + max(4 * elements, 8 * vocab_size * d_model)
 
 
 def stage_memories(
