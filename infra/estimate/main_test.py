@@ -30,7 +30,7 @@ def test_an_estimate_that_does_not_fit_prints_the_fixes_and_exits_1(capsys):
     out = capsys.readouterr().out
     assert "1,315.7 M parameters" in out
     assert "of 14.3 usable (16,160 MiB less 512 CUDA context and 1,050 TensorFlow reserve): DOES NOT FIT" in out
-    assert "Smallest changes that fit:\n  1. training.model_parallel_degree = 8 (13.3 of 14.3" in out
+    assert "Smallest changes that fit:\n  1. training.model_parallel_degree = 8 (13.0 of 14.3" in out
     assert "\n  2. training.instance_type = 'ml.p5.48xlarge'" in out
 
 

@@ -27,13 +27,16 @@ The model follows what this project's training code keeps (``training/gpt``, ``t
   from the block's input (keeps the MLP's and the input, no score-sized tensor); ``mlp`` recomputes the MLP from
   its input (keeps the attention sublayer's, the scores and the input); ``full`` (``True``) recomputes the whole
   block from its input (one [s, b, h] tensor in the compute dtype).
-  One layer's recomputed part exists again, in full, while that layer is differentiated.
-- The backward working set of the layer being differentiated: the gradients of the scores and
-  probabilities (naive: 2 float32 score-sized tensors, 8 bytes per score element; lean: the bf16 dP and
-  dS, 4 bytes, once XLA fuses the core's float32 arithmetic; uncompiled, TensorFlow runs it op by op, holding
-  the bf16 dP and the float32 casts of P and dP at once, 10 bytes) and the MLP's two 4h-wide intermediates,
-  2 x 4·s·b·h x the element size. Without it the estimate fell short of measured CPU peaks by 7-19%
-  (bench/estimate_vs_measured_bench.py; the uncompiled lean core's 10 bytes: its bf16 case at 1.14, 1.08 after).
+- The layer being differentiated (``differentiated_layer_bytes``): its recomputed part and its gradient buffers,
+  in two phases, the larger counted. The MLP's backward pass comes first: its recomputed tensors (with full
+  recomputation the attention sublayer's too, recomputed with them) and its two 4h-wide gradients, 2 x 4·s·b·h
+  elements. Then the attention sublayer's, the MLP's tensors freed: its recomputed tensors and scores, and the
+  gradients of the scores and probabilities (naive: 2 float32 score-sized tensors, 8 bytes per score element;
+  lean: the bf16 dP and dS, 4 bytes, once XLA fuses the core's float32 arithmetic; uncompiled, TensorFlow runs
+  it op by op, holding the bf16 dP and the float32 casts of P and dP at once, 10 bytes). Without the buffers
+  the estimate fell short of measured CPU peaks by 7-19% (bench/estimate_vs_measured_bench.py; the uncompiled
+  lean core's 10 bytes: its bf16 case at 1.14, 1.08 after); with both phases at once it read deep recomputed
+  cases 30% high once the blocks' bias gradients no longer kept their inputs (issue 37).
 - Logits: b·s·V elements, two float32 tensors at a time, 8 bytes: the (float32) logits and the softmax while
   the loss is taken, then the softmax and its gradient (``gpt/loss.py``: the gradient waits for the loss, so the
   logits are freed first); in bf16/fp16 the 16-bit logits die at their float32 cast, and the gradient's 16-bit
@@ -176,6 +179,19 @@ def _scale(precision: str) -> int:
     return 2 if precision == "fp32" else 1
 
 
+def _layer_parts(
+    shape: ModelShape, sequence_length: int, micro_batch: int, precision: str, attention: str
+) -> tuple[int, int, int, int]:
+    """A layer's tensors by sublayer (module docstring): the attention sublayer's [s, b, h]-sized ones, its scores,
+    the MLP's, and the block's input, in bytes."""
+    s, b, h, a = sequence_length, micro_batch, shape.d_model, shape.n_head
+    sbh, element = s * b * h, 2 * _scale(precision)
+    attention_part = (LAYER_NORM_INPUT_BYTES + ATTENTION_ELEMENTS * element) * sbh
+    scores = (4 if precision == "fp32" else SCORES_KEPT[attention]) * a * s * s * b
+    mlp_part = (LAYER_NORM_INPUT_BYTES + MLP_ELEMENTS * element) * sbh
+    return attention_part, scores, mlp_part, element * sbh
+
+
 def layer_activation_bytes(
     shape: ModelShape,
     sequence_length: int,
@@ -190,51 +206,63 @@ def layer_activation_bytes(
     8 = 503 M + 2,416 M = 2.92 GB; lean: 503 M + 805 M = 1.31 GB; full recomputation: the layer's input, 2 x 12.6
     M = 25 MB.
     """
-    s, b, h, a = sequence_length, micro_batch, shape.d_model, shape.n_head
-    sbh, element = s * b * h, 2 * _scale(precision)
-    attention_part = (LAYER_NORM_INPUT_BYTES + ATTENTION_ELEMENTS * element) * sbh
-    mlp_part = (LAYER_NORM_INPUT_BYTES + MLP_ELEMENTS * element) * sbh
-    scores = (4 if precision == "fp32" else SCORES_KEPT[attention]) * a * s * s * b
-    block_input = element * sbh
+    attention_part, scores, mlp_part, block_input = _layer_parts(
+        shape, sequence_length, micro_batch, precision, attention
+    )
     return {
-        "none": attention_part + mlp_part + scores,
+        "none": attention_part + scores + mlp_part,
         "attention": mlp_part + block_input,
         "mlp": attention_part + scores + block_input,
         "full": block_input,
     }[recompute_mode(recompute)]
 
 
-def recomputed_bytes(
-    shape: ModelShape, sequence_length: int, micro_batch: int, precision: str, attention: str, recompute: bool | str
+def score_gradient_bytes(
+    shape: ModelShape, sequence_length: int, micro_batch: int, precision: str, attention: str = "lean", xla: bool = True
 ) -> int:
-    """One layer's recomputed activations, alive again while that layer is differentiated (0 without recompute)."""
-    mode = recompute_mode(recompute)
-    if mode == "none":
-        return 0
-    s, b, h = sequence_length, micro_batch, shape.d_model
-    full = layer_activation_bytes(shape, s, b, precision, attention, "none")
-    return full - layer_activation_bytes(shape, s, b, precision, attention, mode) + 2 * s * b * h * _scale(precision)
+    """The attention core's gradient buffers: naive, float32 dP and dS (8 bytes a score element); lean, the bf16
+    dP and dS (4) compiled, float32 ones in a float32 run (8), and op by op in 16 bits the float32 casts too (10).
+
+    gpt3-125m, s = 2048, b = 8, bf16, naive: 8 x 12 x 2048² x 8 = 3.2 GB; lean: 1.6 GB (uncompiled: 4.0 GB).
+    """
+    s, b, a = sequence_length, micro_batch, shape.n_head
+    per_score = SCORES_WORKSPACE[attention]
+    if attention == "lean":
+        per_score = 2 * per_score if precision == "fp32" else per_score if xla else LEAN_OP_BY_OP_WORKSPACE
+    return per_score * a * s * s * b
 
 
-def backward_workspace_bytes(
+def differentiated_layer_bytes(
     shape: ModelShape,
     sequence_length: int,
     micro_batch: int,
     precision: str,
     attention: str = "lean",
+    recompute: bool | str = "none",
     xla: bool = True,
 ) -> int:
-    """Gradient buffers of one layer's backward pass: the score gradients and 8·s·b·h x element bytes.
+    """The layer being differentiated: what it recomputes and its gradient buffers, at the larger of its two phases.
+    Its MLP's backward pass comes first and frees the MLP's tensors before the attention sublayer's begins:
 
-    gpt3-125m, s = 2048, b = 8, bf16, naive: 8 x 12 x 2048² x 8 + 8 x 12.6 M x 2 = 3,221 M + 201 M = 3.4 GB;
-    lean: 4 x 12 x 2048² x 8 + 201 M = 1.8 GB (uncompiled: 10 x 12 x 2048² x 8 + 201 M = 4.2 GB).
+        MLP phase       = recomputed MLP + (full recomputation: the attention sublayer and scores, recomputed
+                          with it) + the MLP's two 4h-wide gradients, 8·s·b·h elements
+        attention phase = recomputed attention sublayer and scores + the score gradients
+
+    Counting both phases at once put the recomputed fp32 case of ``bench/recompute_memory_probe.py --layers 4
+    --vocab 1024`` at 284 MiB against 199-202 measured (0.70); by phase, 216.
+    gpt3-1.3b, s = 2048, b = 4, bf16, XLA, full: MLP phase 0.37 + 0.84 + 0.27 GB, attention phase 0.84 + 1.07 GB
+    -> 1.91 GB.
     """
-    s, b, h, a = sequence_length, micro_batch, shape.d_model, shape.n_head
-    per_score = SCORES_WORKSPACE[attention]
-    if attention == "lean":  # bf16 dP and dS; float32 ones in a float32 run; op by op, the float32 casts too
-        per_score = 2 * per_score if precision == "fp32" else per_score if xla else LEAN_OP_BY_OP_WORKSPACE
-    scores = per_score * a * s * s * b
-    return scores + 8 * s * b * h * (4 if precision == "fp32" else 2)
+    mode = recompute_mode(recompute)
+    attention_part, scores, mlp_part, _ = _layer_parts(shape, sequence_length, micro_batch, precision, attention)
+    recomputed_attention = attention_part + scores if mode in ("full", "attention") else 0
+    recomputed_mlp = mlp_part if mode in ("full", "mlp") else 0
+    mlp_gradients = 8 * sequence_length * micro_batch * shape.d_model * 2 * _scale(precision)
+    mlp_phase = recomputed_mlp + (recomputed_attention if mode == "full" else 0) + mlp_gradients
+    attention_phase = recomputed_attention + score_gradient_bytes(
+        shape, sequence_length, micro_batch, precision, attention, xla
+    )
+    return max(mlp_phase, attention_phase)
 
 
 def activation_bytes(
@@ -247,17 +275,16 @@ def activation_bytes(
     attention: str = "lean",
     xla: bool = True,
 ) -> int:
-    """Activations of ``layers`` blocks (default: all) for one micro-batch during the backward pass, with one
-    layer's recomputed part and its backward working set (``xla``: whether the step is compiled).
+    """Activations of ``layers`` blocks (default: all) for one micro-batch during the backward pass, with the layer
+    being differentiated (``xla``: whether the step is compiled).
 
-    gpt3-125m, s = 2048, b = 8, bf16, naive: 12 x 2.84 GB = 34.1 GB; recomputed in full: 12 x 25 MB + 2.84 GB =
-    3.1 GB; plus 3.4 GB of working set either way.
+    gpt3-125m, s = 2048, b = 8, bf16, naive: 12 x 2.92 GB = 35.0 GB; recomputed in full: 12 x 25 MB + the layer
+    being differentiated, 2.92 + 3.2 GB = 6.4 GB.
     """
     layers = shape.n_layer if layers is None else layers
-    args = (shape, sequence_length, micro_batch, precision)
-    kept = layer_activation_bytes(*args, attention, recompute)
-    workspace = backward_workspace_bytes(*args, attention, xla)
-    return layers * kept + recomputed_bytes(*args, attention, recompute) + workspace
+    args = (shape, sequence_length, micro_batch, precision, attention)
+    kept = layer_activation_bytes(*args, recompute)
+    return layers * kept + differentiated_layer_bytes(*args, recompute, xla)
 
 
 def logits_bytes(

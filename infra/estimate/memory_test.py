@@ -11,13 +11,13 @@ from infra.estimate.memory import (
     GIB,
     RECOMPUTE_MODES,
     activation_bytes,
-    backward_workspace_bytes,
     device_memory,
+    differentiated_layer_bytes,
     layer_activation_bytes,
     logits_bytes,
     recompute_mode,
-    recomputed_bytes,
     saved_input_bytes,
+    score_gradient_bytes,
     stage_memories,
     stage_parameters,
     state_bytes_per_parameter,
@@ -68,11 +68,11 @@ def test_layer_activations_are_the_tensors_this_code_keeps():
 def test_the_lean_attention_core_keeps_only_bf16_probabilities():
     shape, sbh, scores = PRESETS["gpt3-125m"], 2048 * 8 * 768, 12 * 2048**2 * 8
     assert layer_activation_bytes(shape, 2048, 8, "bf16", "lean") == 40 * sbh + 2 * scores  # 6 -> 2 per score
-    assert backward_workspace_bytes(shape, 2048, 8, "bf16", "naive") == 8 * scores + 8 * sbh * 2  # float32 dS, dP
-    assert backward_workspace_bytes(shape, 2048, 8, "bf16", "lean") == 4 * scores + 8 * sbh * 2  # bf16 dP, dS
+    assert score_gradient_bytes(shape, 2048, 8, "bf16", "naive") == 8 * scores  # float32 dS, dP
+    assert score_gradient_bytes(shape, 2048, 8, "bf16", "lean") == 4 * scores  # bf16 dP, dS
     # Uncompiled, TensorFlow holds the bf16 dP and the float32 casts of P and dP at once.
-    assert backward_workspace_bytes(shape, 2048, 8, "bf16", "lean", xla=False) == 10 * scores + 8 * sbh * 2
-    assert backward_workspace_bytes(shape, 2048, 8, "fp32", "lean", xla=False) == 8 * scores + 8 * sbh * 4
+    assert score_gradient_bytes(shape, 2048, 8, "bf16", "lean", xla=False) == 10 * scores
+    assert score_gradient_bytes(shape, 2048, 8, "fp32", "lean", xla=False) == 8 * scores
 
 
 def test_each_recompute_mode_keeps_what_it_does_not_recompute():
@@ -82,11 +82,18 @@ def test_each_recompute_mode_keeps_what_it_does_not_recompute():
     assert kept == {"none": 40 * sbh + scores, "attention": 24 * sbh, "mlp": 20 * sbh + scores, "full": 2 * sbh}
     assert layer_activation_bytes(shape, 2048, 4, "bf16", "lean", True) == kept["full"]
     assert layer_activation_bytes(shape, 2048, 4, "bf16", "lean", False) == kept["none"]
-    # The layer being differentiated has its recomputed part back: the whole layer, or the recomputed sublayer.
-    assert recomputed_bytes(shape, 2048, 4, "bf16", "lean", "full") == kept["none"]
-    assert recomputed_bytes(shape, 2048, 4, "bf16", "lean", "attention") == 18 * sbh + scores
-    assert recomputed_bytes(shape, 2048, 4, "bf16", "lean", "mlp") == 22 * sbh
-    assert recomputed_bytes(shape, 2048, 4, "bf16", "lean", "none") == 0
+    # The layer being differentiated has its recomputed part back, phase by phase: the MLP's backward first (the
+    # recomputed MLP, with full recomputation the attention sublayer too, and 8·s·b·h bf16 gradients), then the
+    # attention sublayer's (its recomputed tensors and scores, and the score gradients: 2 x the scores compiled).
+    differentiated = {m: differentiated_layer_bytes(shape, 2048, 4, "bf16", "lean", m) for m in RECOMPUTE_MODES}
+    mlp_gradients, score_gradients = 16 * sbh, 2 * scores
+    assert differentiated == {
+        "none": max(mlp_gradients, score_gradients),
+        "attention": max(mlp_gradients, 18 * sbh + scores + score_gradients),
+        "mlp": max(22 * sbh + mlp_gradients, score_gradients),
+        "full": max(22 * sbh + 18 * sbh + scores + mlp_gradients, 18 * sbh + scores + score_gradients),
+    }
+    assert differentiated["full"] == 18 * sbh + 3 * scores  # gpt3-1.3b: the attention phase, 1.91 GB
     with pytest.raises(ValueError, match="recompute: 'blocks' is not valid; expected one of none, attention"):
         recompute_mode("blocks")
 
@@ -94,10 +101,11 @@ def test_each_recompute_mode_keeps_what_it_does_not_recompute():
 def test_recomputation_keeps_layer_inputs_and_one_full_layer():
     shape = PRESETS["gpt3-125m"]
     full = layer_activation_bytes(shape, 2048, 8, "bf16", "naive")
-    workspace = backward_workspace_bytes(shape, 2048, 8, "bf16", "naive")
-    assert activation_bytes(shape, 2048, 8, "bf16", False, attention="naive") == 12 * full + workspace
+    gradients = score_gradient_bytes(shape, 2048, 8, "bf16", "naive")  # the attention phase is the larger
+    assert activation_bytes(shape, 2048, 8, "bf16", False, attention="naive") == 12 * full + gradients
     recomputed = activation_bytes(shape, 2048, 8, "bf16", True, attention="naive")
-    assert recomputed == 12 * 2 * 2048 * 8 * 768 + full + workspace
+    attention_and_scores = full - (4 + 9 * 2) * 2048 * 8 * 768  # the MLP's tensors freed by then
+    assert recomputed == 12 * 2 * 2048 * 8 * 768 + attention_and_scores + gradients
 
 
 def test_gpipe_stages_keep_each_micro_batchs_input_and_one_micro_batchs_activations():
@@ -151,8 +159,8 @@ def test_the_pipeline_counts_its_persistent_float32_gradient_buffers():
     # Blocks 3 | 5 | 4 x 6: the second stage (5 blocks, 1,006.9 M parameters) holds the most parameters.
     second = stages[1]
     assert second.gradient_buffers == max(stage_parameter_counts(shape, 50_257, 2048, 8)) * 4 == 4_027_596_800
-    assert round(dataclasses.replace(second, gradient_buffers=0).total / GIB, 1) == 26.2
-    assert round(second.total / GIB, 1) == 30.1  # of the 37.6 GiB an A100-40GB gives TensorFlow
+    assert round(dataclasses.replace(second, gradient_buffers=0).total / GIB, 1) == 25.8
+    assert round(second.total / GIB, 1) == 29.8  # of the 37.6 GiB an A100-40GB gives TensorFlow
     assert device_memory(shape, pipeline_microbatches=128, **args) == second  # the heaviest
 
 
@@ -186,9 +194,7 @@ def test_the_logits_and_a_layers_backward_working_set_are_not_counted_at_once():
     args = {"vocab_size": 8192, "sequence_length": 512, "micro_batch": 8, "precision": "fp32", "optimizer": "adamw"}
     args.update(recompute=True, model_parallel_degree=1, accumulation_steps=1, xla=False)
     memory = device_memory(shape, **args)
-    backward = recomputed_bytes(shape, 512, 8, "fp32", "lean", True) + backward_workspace_bytes(
-        shape, 512, 8, "fp32", "lean", xla=False
-    )
+    backward = differentiated_layer_bytes(shape, 512, 8, "fp32", "lean", True, xla=False)
     assert memory.backward == backward == activation_bytes(shape, 512, 8, "fp32", True, layers=0, xla=False)
     assert memory.logits == logits_bytes(8192, 512, 8, "fp32", 256) > backward  # the loss's backward is the peak
     assert memory.modeled == memory.model_state + memory.activations - backward + memory.logits

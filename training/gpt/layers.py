@@ -132,11 +132,13 @@ def in_xla() -> bool:
 def recompute_grad(f):
     """``f`` of one tensor, its forward pass run again in the backward pass instead of its activations kept.
 
-    Without XLA, ``tf.recompute_grad``. Under XLA that form is undone: its second forward pass has the inputs of
-    the first, and XLA's common-subexpression pass merges the two, keeping every activation. Here the backward
-    pass reads its input through an optimization barrier together with the incoming gradient, as
-    ``jax.checkpoint`` does (``prevent_cse``): the recomputation is a new value XLA cannot merge, and cannot start
-    before the gradient reaches it (the matmul counts: training/README.md, "Attention: score-sized tensors").
+    The recomputation cannot start before the incoming gradient reaches it: uncompiled, a control edge; under XLA,
+    which merges a second forward pass with the inputs of the first (``tf.recompute_grad``'s form) and keeps
+    every activation, the input read through an optimization barrier together with the gradient, as
+    ``jax.checkpoint`` does (``prevent_cse``), so the recomputation is a new value (the matmul counts:
+    training/README.md, "Attention: score-sized tensors"). The input's gradient waits for the weights': a bias's
+    gradient feeds nothing downstream, and TensorFlow's executor took it after later blocks' backward passes,
+    keeping its input, [b·s, 4d], alive until then (docs/benchmarks.md).
     """
 
     @tf.custom_gradient
@@ -144,16 +146,21 @@ def recompute_grad(f):
         y = f(x)
 
         def grad(dy: tf.Tensor, variables=None):
-            x_again, dy = xla.optimization_barrier(x, dy)
+            if in_xla():
+                x_again, dy = xla.optimization_barrier(x, dy)
+            else:
+                with tf.control_dependencies([dy]):
+                    x_again = tf.identity(x)
             with tf.GradientTape() as tape:
                 tape.watch(x_again)
                 y_again = f(x_again)
             dx, *dvariables = tape.gradient(y_again, [x_again, *(variables or [])], output_gradients=dy)
-            return dx, dvariables
+            with tf.control_dependencies(dvariables):
+                return tf.identity(dx), dvariables
 
         return y, grad
 
-    return recomputed if in_xla() else tf.recompute_grad(f)
+    return recomputed
 
 
 def causal_attention(
@@ -328,7 +335,7 @@ class DecoderBlock(keras.layers.Layer):
         after which the GELU's eight operations stay apart, each a pass, and each a dispatch in every generation
         step.
         """
-        rows = tf.reshape(self.ln_2(x), [-1, self.d_model])
+        rows = tf.reshape(self.ln_2(x, training=training), [-1, self.d_model])
         if training:
             hidden = gelu(self.fc(rows))
         else:
@@ -338,7 +345,9 @@ class DecoderBlock(keras.layers.Layer):
 
     def _forward(self, x: tf.Tensor, seed: tf.Tensor | None, training: bool, recompute: str = "none") -> tf.Tensor:
         def attention(h: tf.Tensor) -> tf.Tensor:
-            return _dropout(self.attn(self.ln_1(h), seed=seed), self.dropout, seed, site=2)
+            # training passed on: a recomputation runs outside Keras' call context, where it would be unset and the
+            # LayerNorm would take autodiff's gradient of its formula instead of its own
+            return _dropout(self.attn(self.ln_1(h, training=training), seed=seed), self.dropout, seed, site=2)
 
         def mlp(h: tf.Tensor) -> tf.Tensor:
             return _dropout(self.mlp(h, training), self.dropout, seed, site=3)

@@ -226,6 +226,51 @@ def test_the_attention_cores_backward_waits_for_its_gradient():
     assert [op.name for op in score_sized if op not in forward | after] == []
 
 
+def recomputed_block_gradient_graph() -> tuple[tf.Graph, tf.Tensor]:
+    """The uncompiled gradient graph of a block recomputed in full, and its input's gradient."""
+    block = DecoderBlock(d_model=24, n_head=3, recompute="full")
+    block.build([2, 11, 24])
+
+    @tf.function
+    def gradients(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.reduce_sum(block(x, training=True))
+        return tape.gradient(y, [x, *block.trainable_variables])
+
+    concrete = gradients.get_concrete_function(tf.TensorSpec([2, 11, 24]))
+    return concrete.graph, concrete.graph.outputs[0]
+
+
+def test_a_recomputed_block_takes_the_layer_norms_own_gradient():
+    """The recomputation runs outside Keras' call context; without ``training`` passed on, its LayerNorms took
+    autodiff's gradient of their formula (RsqrtGrad and about ten more operations each)."""
+    graph, _ = recomputed_block_gradient_graph()
+    assert [op.name for op in graph.get_operations() if op.type == "RsqrtGrad"] == []
+
+
+def test_a_recomputed_blocks_input_gradient_waits_for_its_weights_gradients():
+    """A bias's gradient feeds nothing downstream; without an edge the executor took it after later blocks'
+    backward passes, its [b·s, 4d] input alive until then (docs/benchmarks.md)."""
+    graph, dx = recomputed_block_gradient_graph()
+    # What dx waits for once grappler has bypassed the IdentityN that tf.custom_gradient puts over the gradients
+    # (which alone made every gradient wait for all: removed, as grappler does, the executor took the biases last).
+    before, stack = set(), [dx]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, tf.Tensor):
+            if item.op.type == "IdentityN":  # bypassed: its output k is its input k
+                stack += [item.op.inputs[item.value_index], *item.op.control_inputs]
+                continue
+            item = item.op
+        if item not in before:
+            before.add(item)
+            stack += [*item.inputs, *item.control_inputs]
+    bias_gradients = [op for op in graph.get_operations() if op.type == "BiasAddGrad"]
+    assert len(bias_gradients) == 4  # qkv, the attention's projection, fc, the MLP's projection
+    assert [op.name for op in bias_gradients if op not in before] == []
+
+
 def xla_matmuls(recompute: str) -> tuple[int, list[np.ndarray]]:
     """(matmuls in XLA's optimized HLO, the results) of a mixed-bf16 block's loss and gradients, as a train
     step has them (the loss live, so the first forward pass is not dead code), at fixed weights."""
