@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "training")]
 
 from infra.estimate import compute  # noqa: E402  (after the path set-up)
-from infra.estimate.memory import FRAGMENTATION, Memory, stage_memories  # noqa: E402
+from infra.estimate.memory import Memory, allocator_slack, stage_memories  # noqa: E402
 from infra.training_code import model_presets  # noqa: E402
 
 MEMORY_TOLERANCE = 0.10
@@ -188,9 +188,9 @@ def shared_pool_bytes(memories: list[Memory]) -> int:
     working set, the larger), with the 5% slack. The stages' backward cells ran one after the other in every run
     measured (docs/benchmarks.md: the sum of the stages' totals, all transients at once, read 0.88-0.91); each
     GPU has its own memory, where the plan checks each stage's total. One stage: its total."""
-    transient = [max(memory.logits, memory.backward) for memory in memories]
+    transient = [memory.transient for memory in memories]
     tensors = sum(memory.modeled for memory in memories) - sum(transient) + max(transient)
-    return tensors + round(FRAGMENTATION * tensors)
+    return tensors + allocator_slack(tensors)
 
 
 def estimate(case: list) -> tuple[int, int, int]:

@@ -95,6 +95,11 @@ BFC_SPLIT_BYTES = 128 * 2**20  # TensorFlow's BFC allocator splits a larger free
 LEAN_OP_BY_OP_WORKSPACE = 10  # bf16 dP 2 + float32 P 4 + float32 dP 4 (``gpt/layers.py``'s causal_attention grad)
 
 
+def allocator_slack(tensors: int) -> int:
+    """``FRAGMENTATION`` of the tensors for the allocator: 30 GiB of tensors -> 1.5 GiB."""
+    return round(FRAGMENTATION * tensors)
+
+
 @dataclasses.dataclass(frozen=True)
 class Memory:
     """Bytes one device needs at the peak of a training step, by kind."""
@@ -116,6 +121,11 @@ class Memory:
         return self.weights + self.gradients + self.optimizer + self.accumulation + self.gradient_buffers
 
     @property
+    def transient(self) -> int:
+        """The logits or one layer's backward working set, the larger: what the peak holds only for a moment."""
+        return max(self.logits, self.backward)
+
+    @property
     def not_at_once(self) -> int:
         """The logits or one layer's backward working set, whichever is smaller: the peak holds only the larger.
 
@@ -132,8 +142,8 @@ class Memory:
 
     @property
     def overhead(self) -> int:
-        """5% of the tensors for allocator fragmentation: 30 GiB of tensors -> 1.5 GiB."""
-        return round(FRAGMENTATION * self.modeled)
+        """5% of the tensors for allocator fragmentation (``allocator_slack``)."""
+        return allocator_slack(self.modeled)
 
     @property
     def total(self) -> int:

@@ -195,6 +195,23 @@ def test_score_sized_tensors_of_a_block_before_and_after_the_attention_core(
     assert count(recompute) == before
 
 
+def waited_for(tensor: tf.Tensor) -> set:
+    """The operations ``tensor`` waits for, by data and control edges, once grappler has bypassed the ``IdentityN``
+    that tf.custom_gradient puts over a function's results (which alone would make each wait for all of them)."""
+    found, stack = set(), [tensor]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, tf.Tensor):
+            if item.op.type == "IdentityN":  # bypassed: its output k is its input k
+                stack += [item.op.inputs[item.value_index], *item.op.control_inputs]
+                continue
+            item = item.op
+        if item not in found:
+            found.add(item)
+            stack += [*item.inputs, *item.control_inputs]
+    return found
+
+
 def test_the_attention_cores_backward_waits_for_its_gradient():
     """Its float32 casts of P and O need only the forward pass's tensors; without an edge from the incoming
     gradient the executor may run them during the forward pass, a float32 copy of every layer's P alive at the
@@ -210,13 +227,7 @@ def test_the_attention_cores_backward_waits_for_its_gradient():
 
     graph = backward.get_concrete_function(spec, spec, spec, spec).graph
     ops = graph.get_operations()
-    forward = set()  # what the output needs
-    stack = [graph.outputs[0].op]
-    while stack:
-        op = stack.pop()
-        if op not in forward:
-            forward.add(op)
-            stack += [t.op for t in op.inputs] + list(op.control_inputs)
+    forward = waited_for(graph.outputs[0])  # what the output needs
     after = {graph.inputs[3].op}  # what waits for the incoming gradient
     for op in ops:  # operations are listed in the order they were made, each after its inputs
         if any(t.op in after for t in op.inputs) or any(c in after for c in op.control_inputs):
@@ -253,19 +264,7 @@ def test_a_recomputed_blocks_input_gradient_waits_for_its_weights_gradients():
     """A bias's gradient feeds nothing downstream; without an edge the executor took it after later blocks'
     backward passes, its [b·s, 4d] input alive until then (docs/benchmarks.md)."""
     graph, dx = recomputed_block_gradient_graph()
-    # What dx waits for once grappler has bypassed the IdentityN that tf.custom_gradient puts over the gradients
-    # (which alone made every gradient wait for all: removed, as grappler does, the executor took the biases last).
-    before, stack = set(), [dx]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, tf.Tensor):
-            if item.op.type == "IdentityN":  # bypassed: its output k is its input k
-                stack += [item.op.inputs[item.value_index], *item.op.control_inputs]
-                continue
-            item = item.op
-        if item not in before:
-            before.add(item)
-            stack += [*item.inputs, *item.control_inputs]
+    before = waited_for(dx)  # grappler removes the IdentityN: without the edge the executor took the biases last
     bias_gradients = [op for op in graph.get_operations() if op.type == "BiasAddGrad"]
     assert len(bias_gradients) == 4  # qkv, the attention's projection, fc, the MLP's projection
     assert [op.name for op in bias_gradients if op not in before] == []

@@ -46,6 +46,13 @@ def pile_line(text: str, pile_set_name: str) -> bytes:
     return json.dumps({"text": text, "meta": {"pile_set_name": pile_set_name}}).encode() + b"\n"
 
 
+def pile_lines(documents: Iterable[tuple[str, str]]) -> list[bytes]:
+    """The (text, pile_set_name) documents as Pile lines, the two MALFORMED ones in the middle."""
+    lines = [pile_line(text, name) for text, name in documents]
+    lines[len(lines) // 2 : len(lines) // 2] = MALFORMED
+    return lines
+
+
 def write_jsonl(path: str | Path, lines: Iterable[bytes]) -> Path:
     """Writes lines as ``.jsonl`` or any compressed JSON-lines format of ``contract/formats.py`` (by the file
     name: ``.jsonl.zstd``, ``.json.gz`` ...)."""
@@ -93,9 +100,7 @@ def write_pile(path: str | Path, documents: Iterable[str]) -> Path:
 def write_sample_corpus(folder: str | Path, documents: Iterable[tuple[str, str]], files: int = 4) -> list[Path]:
     """(text, pile_set_name) documents as ``files`` files, like The Pile's 30 ``.jsonl.zst`` but the last one a
     FineWeb-like ``.parquet`` (its text column only), with the two MALFORMED lines in the middle; returns the paths."""
-    lines = [pile_line(text, name) for text, name in documents]
-    lines[len(lines) // 2 : len(lines) // 2] = MALFORMED
-    parts = _split(lines, files)
+    parts = _split(pile_lines(documents), files)
     paths = [write_jsonl(Path(folder) / f"{index:02d}.jsonl.zst", part) for index, part in enumerate(parts[:-1])]
     texts = [json.loads(line)["text"] for line in parts[-1]]  # past the middle: no malformed line
     return [*paths, write_parquet(Path(folder) / f"{files - 1:02d}.parquet", texts)]
@@ -110,9 +115,7 @@ def write_mix_corpus(
     """A corpus of two sources, a folder each: ``pile/NN.jsonl.zst``, the (text, pile_set_name) documents of ``pile``
     as Pile lines with the MALFORMED ones in the middle, and ``web/NN.parquet``, the texts of ``web`` in a ``text``
     column; ``files`` files a source. Returns each source's paths."""
-    lines = [pile_line(text, name) for text, name in pile]
-    lines[len(lines) // 2 : len(lines) // 2] = MALFORMED
-    texts = list(web)
+    lines, texts = pile_lines(pile), list(web)
     pile_dir, web_dir = (Path(folder) / name for name in MIX_SOURCES)
     return {
         "pile": [write_jsonl(pile_dir / f"{n:02d}.jsonl.zst", part) for n, part in enumerate(_split(lines, files))],
