@@ -43,7 +43,7 @@ class DataParallel:
     def make_engine(self, hosts: list[str], current_host: str, num_gpus: int, env) -> Engine:
         a = self.args
         return make_engine(
-            a.engine, hosts=hosts, current_host=current_host, num_gpus=num_gpus, env=env, precision=a.precision
+            a.engine, hosts=hosts, current_host=current_host, num_gpus=num_gpus, env=env
         )
 
     def accumulation_steps(self, steps: int) -> int:

@@ -110,7 +110,7 @@ def test_adamw_and_gradient_buffers_stay_on_their_stages_devices():
         assert [s.value.device for s in slots if name in s.path] == [device, device], variable.path
     assert [b.device for b in trainer.buffers[0]] == [v.value.device for v in model.trainable_variables]
     # Keras leaves the update arithmetic unplaced (TensorFlow would run it on device 0); PlacedAdamW places it.
-    graph = trainer._apply.get_concrete_function(()).graph
+    graph = tf.function(trainer._apply_fn).get_concrete_function(()).graph
     arithmetic = [
         op
         for op in graph.get_operations()
@@ -206,7 +206,7 @@ def test_two_hosts_each_driving_a_pipeline_end_with_identical_weights(dataset_di
 
 def test_every_loop_of_the_step_holds_one_pass_and_one_tick_at_a_time():
     _, trainer = build_pipeline(accumulation=4, microbatches=2)  # two passes of two micro-batches
-    step = trainer._compute.get_concrete_function(tf.TensorSpec(trainer.batch_shape, tf.int32))
+    step = trainer._step.get_concrete_function(tf.TensorSpec(trainer.batch_shape, tf.int32))
     loops = while_loops(step)
     assert len(loops) >= 3 and all(parallel == 1 for _, parallel in loops), loops  # passes, forward, backward
 

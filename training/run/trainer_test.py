@@ -234,7 +234,7 @@ def test_adamw_takes_the_steps_scalars_once_and_each_variable_in_one_kernel():
 @pytest.mark.parametrize("use_xla", [False, True])
 def test_the_accumulation_loop_holds_one_micro_batch_at_a_time(use_xla):
     _, trainer = build(default_engine(), accumulation=3, micro=1, use_xla=use_xla)
-    step = trainer._compute.get_concrete_function(tf.TensorSpec(trainer.batch_shape, tf.int32))
+    step = trainer._step.get_concrete_function(tf.TensorSpec(trainer.batch_shape, tf.int32))
     loops = while_loops(step)
     assert loops and all(parallel == 1 for _, parallel in loops), loops
 
