@@ -138,9 +138,7 @@ class GPT(keras.Model):
             x = tf.nn.experimental.stateless_dropout(x, rate=self.dropout, seed=next_seed(self.seed_generator, stream))
         return x
 
-    def hidden_states(
-        self, token_ids: tf.Tensor, training: bool = False, stream: tf.Tensor | None = None
-    ) -> tf.Tensor:
+    def hidden_states(self, token_ids: tf.Tensor, training: bool = False, stream: tf.Tensor | None = None) -> tf.Tensor:
         """The residual stream after the last block, before the final LayerNorm: [B, T] ids -> [B, T, d]."""
         x = self.embed(token_ids, training, stream)
         for block in self.blocks:

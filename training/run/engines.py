@@ -28,6 +28,7 @@ Only the chief (worker 0 / rank 0) writes checkpoints, exports and logs.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
@@ -134,7 +135,6 @@ class StrategyEngine:
 
     def __init__(self, strategy: tf.distribute.Strategy, name: str, worker: int = 0, workers: int = 1):
         self.strategy, self.name, self.worker, self.workers = strategy, name, worker, workers
-        self._worker_sums: dict[int, Callable] = {}  # by the number of values
 
     @property
     def num_replicas(self) -> int:
@@ -186,17 +186,15 @@ class StrategyEngine:
         """Each value summed over the workers: every worker's first replica contributes it, its others zeros."""
         if self.workers == 1:
             return list(values)
-        if len(values) not in self._worker_sums:
-
-            @tf.function
-            def worker_sum(rows):
-                # tf.identity: MultiWorkerMirroredStrategy cannot all-reduce a distributed input as it is.
-                return self.local(self.run(lambda row: self.sum_over_replicas(tf.identity(row)), (rows,)))
-
-            self._worker_sums[len(values)] = worker_sum
         rows = tf.concat([[values], tf.zeros([self.local_replicas - 1, len(values)])], 0)
         with self.scope():
-            return self._worker_sums[len(values)](tf.cast(rows, tf.float32)).numpy().tolist()
+            return self.worker_sum(tf.cast(rows, tf.float32)).numpy().tolist()
+
+    @functools.cached_property
+    def worker_sum(self) -> Callable[[tf.Tensor], tf.Tensor]:
+        """[local_replicas, n] float32 rows, one a replica -> their sum over every replica (a tf.function)."""
+        # tf.identity: MultiWorkerMirroredStrategy cannot all-reduce a distributed input as it is.
+        return tf.function(lambda rows: self.local(self.run(lambda r: self.sum_over_replicas(tf.identity(r)), (rows,))))
 
 
 class HorovodEngine:

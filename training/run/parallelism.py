@@ -42,9 +42,7 @@ class DataParallel:
 
     def make_engine(self, hosts: list[str], current_host: str, num_gpus: int, env) -> Engine:
         a = self.args
-        return make_engine(
-            a.engine, hosts=hosts, current_host=current_host, num_gpus=num_gpus, env=env
-        )
+        return make_engine(a.engine, hosts=hosts, current_host=current_host, num_gpus=num_gpus, env=env)
 
     def accumulation_steps(self, steps: int) -> int:
         """The accumulation steps of a training step, from those the global batch asks for."""
