@@ -26,10 +26,12 @@ VOCAB = 97  # T, the sequence length, is trainer_test.py's 16
 
 
 def build_pipeline(
-    *, seed=7, accumulation=4, microbatches=2, micro=2, lr=3e-3, dropout=0.0, replicas=1, precision="fp32", **kwargs
-):
-    """K = 2 pipeline replicas on logical CPUs (replica r on CPU 2r and 2r + 1), like the training run builds them."""
-    engine = PipelineEngine([[f"/CPU:{2 * r}", f"/CPU:{2 * r + 1}"] for r in range(replicas)])
+    *, seed=7, accumulation=4, microbatches=2, micro=2, lr=3e-3, dropout=0.0, replicas=1, precision="fp32",
+    engine_options=None, **kwargs,
+):  # fmt: skip
+    """K = 2 pipeline replicas on logical CPUs (replica r on CPU 2r and 2r + 1), like the training run builds them;
+    ``engine_options``: PipelineEngine's others (workers, communication)."""
+    engine = PipelineEngine([[f"/CPU:{2 * r}", f"/CPU:{2 * r + 1}"] for r in range(replicas)], **(engine_options or {}))
     keras.utils.set_random_seed(seed)  # the same initial weights in every run
 
     def model(devices):
@@ -152,6 +154,53 @@ print(json.dumps({
     "devices": sorted({v.value.device[-5:] for v in replica_1.variables}),
 }))
 """
+
+
+NCCL_SCRIPT = """
+import json
+import tensorflow as tf
+from run.pipeline_trainer import split_cpu
+assert split_cpu(4) == 4 and len(tf.config.list_logical_devices("CPU")) == 4  # initialised: conftest keeps it
+from run.engines_test import collectives
+from run.pipeline_trainer_test import build_pipeline
+
+seen = set()
+for precision in ("fp32", "bf16", "fp16"):
+    # As a GPU host builds it: NCCL collectives; 2 hosts of 2 replicas (traced only: nothing runs).
+    options = {"communication": "nccl", "workers": 2}
+    _, trainer = build_pipeline(replicas=2, precision=precision, dropout=0.1, engine_options=options)
+    functions = [
+        trainer._step.get_concrete_function(tf.TensorSpec(trainer.batch_shape, tf.int32)),
+        trainer._broadcast.get_concrete_function(),
+        trainer._evaluate.get_concrete_function(tf.TensorSpec([2, 2, 18], tf.int32)),
+        tf.function(lambda rows: trainer.engine.all_reduce(tf.unstack(rows), 0, "workers")).get_concrete_function(
+            tf.TensorSpec([2, 2], tf.float32)
+        ),
+    ]
+    for op in (op for f in functions for op in collectives(f)):
+        seen.add((op.op, tf.as_dtype(op.attr["T"].type).name, op.attr["communication_hint"].s.decode()))
+print(json.dumps(sorted(seen)))
+"""
+
+
+def test_every_collective_of_the_pipeline_on_gpu_hosts_has_a_dtype_nccl_takes():
+    # engines_test's check of the data-parallel steps, for the pipeline's: its CollectiveReduce ops carry the "nccl"
+    # hint on GPU hosts, and NcclManager takes five dtypes (engines_test.NCCL_DTYPES). Four logical CPUs: a new process.
+    from run.engines_test import NCCL_DTYPES
+
+    training = Path(__file__).parents[1]
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(NCCL_SCRIPT)],
+        cwd=training,
+        env={"PYTHONPATH": f"{training}", "TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert {op for op, _, _ in seen} == {"CollectiveReduce"} and {hint for *_, hint in seen} == {"nccl"}
+    assert {dtype for _, dtype, _ in seen} <= {d.name for d in NCCL_DTYPES}, seen
 
 
 def test_two_pipeline_replicas_sum_their_gradients_like_one_device_on_the_global_batch():
