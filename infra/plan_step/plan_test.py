@@ -366,7 +366,7 @@ def test_a_run_that_cannot_finish_in_its_max_run_hours_is_refused_naming_both_an
         plan_execution(raw, "e", settings, store)
     message = str(error.value)
     assert message.startswith("training.max_run_hours: the run needs about 325 h but training.max_run_hours is 24")
-    assert "Set training.max_run_hours = 321 (SageMaker allows up to 672); or training.train_tokens = 7.3B" in message
+    assert "Set training.max_run_hours = 325 (SageMaker allows up to 672); or training.train_tokens = 7.2B" in message
     assert "unfinished after about $" in message and "$0 " not in message
     assert not store.list("s3://datasets-bucket/inputs/")  # refused before the one write
     raw["training"]["max_run_hours"] = 321
