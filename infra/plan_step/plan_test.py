@@ -369,10 +369,10 @@ def test_a_run_that_cannot_finish_in_its_max_run_hours_is_refused_naming_both_an
     assert "Set training.max_run_hours = 325 (SageMaker allows up to 672); or training.train_tokens = 7.2B" in message
     assert "unfinished after about $" in message and "$0 " not in message
     assert not store.list("s3://datasets-bucket/inputs/")  # refused before the one write
-    raw["training"]["max_run_hours"] = 321
+    raw["training"]["max_run_hours"] = 325
     assert plan_execution(raw, "e", settings, store)["requests"]["training"]["StoppingCondition"] == {
-        "MaxRuntimeInSeconds": 321 * 3600,
-        "MaxWaitTimeInSeconds": 2 * 321 * 3600,
+        "MaxRuntimeInSeconds": 325 * 3600,
+        "MaxWaitTimeInSeconds": 2 * 325 * 3600,
     }
 
 
