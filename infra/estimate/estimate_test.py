@@ -11,7 +11,7 @@ import pytest
 from infra.config import TrainingConfig
 from infra.estimate import estimate, estimate_for_config, fit_problem, suggestions, with_suggestions
 from infra.estimate.layouts import least_recompute
-from infra.estimate.step_time import AFTER, BEFORE, REFERENCE
+from infra.estimate.step_time import AFTER, REFERENCE
 from infra.instances import INSTANCE_TYPES, SPOT_DISCOUNT
 from infra.training_code import model_presets
 

@@ -65,7 +65,8 @@ def test_the_step_time_and_mfu_are_printed_as_modelled_and_today_s_code_misses_p
     out = capsys.readouterr().out
     assert "Compute (modelled: after implementation, step_time.py)" in out
     assert "  MFU                    34.7% modelled; 380,460 tokens/s modelled" in out
-    assert "2.756 s modelled = 4 x (matmuls 0.391 s + memory-bound 0.223 s) + optimizer 0.034 s + all-reduce 0.266 s of 0.266 s (fp32, after the backward pass)" in out
+    assert "2.756 s modelled = 4 x (matmuls 0.391 s + memory-bound 0.223 s) + optimizer 0.034 s" in out
+    assert "+ all-reduce 0.266 s of 0.266 s (fp32, after the backward pass)" in out
     # The code as issue 37 found it (naive attention, no XLA, the all-reduce after backward): 18% MFU, 477 h.
     assert main(["--stage", "prod", "--implementation", "before"]) == 1
     out = capsys.readouterr().out

@@ -25,8 +25,9 @@ def test_score_sized_bytes_per_element_and_layer_are_the_counted_ones():
 
 
 def test_prod_before_and_after_issue_37_on_p4d_and_p5():
-    """The closing note's figures: modelled MFU of gpt3-1.3b, micro-batch 4, full recomputation, 4 instances; after
-    issue 48 the all-reduce follows the backward pass, as the code runs it (38.4% and 30.3% with it hidden, as the model had it)."""
+    """The closing note's figures: modelled MFU of gpt3-1.3b, micro-batch 4, full recomputation, 4 instances. Since
+    issue 48 the all-reduce follows the backward pass, as the code runs it (hidden, as the model had it: 38.4%, 30.3%).
+    """
     mfu = {
         (kind, impl.name): round(prod(instance_type=kind, implementation=impl).modelled_mfu, 3)
         for kind in ("ml.p4d.24xlarge", "ml.p5.48xlarge")
