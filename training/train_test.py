@@ -391,8 +391,12 @@ def test_a_diverging_loss_stops_training_and_leaves_only_finite_checkpoints(data
         "--health_rules",
         '{"max_skipped_steps": 3}',
     )
-    assert code == 1 and "NonFiniteLoss: 4 steps skipped for a non-finite loss or gradient in the 1000 steps to " \
-        "step 5 (health_rules max_skipped_steps 3)" in failure, failure
+    assert (
+        code == 1
+        and "NonFiniteLoss: 4 steps skipped for a non-finite loss or gradient in the 1000 steps to "
+        "step 5 (health_rules max_skipped_steps 3)"
+        in failure
+    ), failure
     newest = tf.train.latest_checkpoint(str(tmp_path / "ckpt"))
     assert newest is not None
     reader = tf.train.load_checkpoint(newest)
