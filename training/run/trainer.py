@@ -231,7 +231,9 @@ class Trainer:
 
     # --- one replica ------------------------------------------------------------------------------
 
-    def _micro_grads_fn(self, tokens: tf.Tensor, stream: tf.Tensor):
+    def _micro_grads_fn(self, tokens: tf.Tensor, stream: tf.Tensor | None = None):
+        """A micro-batch's loss share and gradients on one replica; ``stream``: the replica drawing the dropout masks
+        (``engine.replica_index()``; None: one stream)."""
         inputs, targets = tokens[:, :-1], tokens[:, 1:]
         with tf.GradientTape() as tape:
             loss = self.model.loss_sum(inputs, targets, training=True, stream=stream) / self.tokens_per_step
