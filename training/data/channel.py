@@ -203,9 +203,9 @@ def token_dataset(
         source_weights: {source: weight} of a mix (``source_mix``); empty: every record in its share.
 
     Example:
-        >>> ds = token_dataset(open_channel("/data", "train"), sequence_length=1024, batch_shape=(1, 4, 8))
-        >>> next(iter(ds)).shape
-        TensorShape([1, 4, 8, 1025])
+        >>> ds = token_dataset(open_channel(dataset_dir, "train"), sequence_length=32, batch_shape=(1, 4, 8))
+        >>> next(iter(ds)).shape  # dataset_dir: a dataset's folder (here the tests' tiny one, of 32-token sequences)
+        TensorShape([1, 4, 8, 33])
     """
     check_context(channel, sequence_length)
     shape = (*batch_shape, sequence_length + 1)

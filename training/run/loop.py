@@ -75,10 +75,11 @@ class TrainingRun:
         args: the parsed hyperparameters (``hparams.parse_args``).
         env: the process environment (SM_HOSTS, SM_CURRENT_HOST, SM_NUM_GPUS, TF_CONFIG).
 
-    Example:
-        >>> run = TrainingRun(parse_args(["--train_dir", "/data", "--model_preset", "tiny"]), os.environ)
-        >>> run.train()
-        >>> run.finish()
+    Usage (a dataset in /data; ``loop_test.py`` runs it)::
+
+        run = TrainingRun(parse_args(["--train_dir", "/data", "--model_preset", "tiny"]), os.environ)
+        run.train()
+        run.finish()
     """
 
     def __init__(self, args, env):
