@@ -66,7 +66,7 @@ def test_too_long_lines_become_none_without_being_held():
     assert list(iter_lines(blocks, max_record_bytes=10)) == [b"short", None, b"ok", None]
 
 
-@pytest.mark.parametrize("end", [b"\n", b""])
+@pytest.mark.parametrize("end", [b"\n", b""], ids=["ends-with-newline", "ends-without"])
 def test_the_record_limit_holds_however_the_reads_split_a_line(end):
     """A line is over the limit by what is held of it plus its newest piece: every split of the same bytes into
     reads gives the same lines, none longer than the limit, the last one (no newline after it) included."""
