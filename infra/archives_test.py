@@ -114,3 +114,12 @@ def test_nothing_but_the_owner_unpacks_a_tar_archive():
         if ".extractall(" in line or "tar.extract(" in line
     ]
     assert found == []
+
+
+def test_a_member_in_a_sibling_folder_whose_name_extends_the_destinations_is_outside_it(python, tmp_path):
+    """``../deep-evil/x`` unpacked into ``out/deep`` lands in ``out/deep-evil``: inside by a string prefix, not by
+    path components."""
+    archive = archive_of(tmp_path / "bad.tar.gz", (member("ok.txt"), b"fine"), (member("../deep-evil/x"), b"x"))
+    with pytest.raises(UnsafeArchive, match=r"member '\.\./deep-evil/x' would be written outside the folder"):
+        extract(archive, tmp_path / "out" / "deep")
+    assert list((tmp_path / "out").rglob("*")) == [tmp_path / "out" / "deep"]

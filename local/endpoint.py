@@ -50,10 +50,10 @@ class LocalEndpoint:
     Args:
         model_dir: the unpacked model.tar.gz (``<n>/saved_model.pb``, ``code/inference.py``, ...).
 
-    Example:
-        >>> endpoint = LocalEndpoint(Path("runs/model"))
-        >>> endpoint.invoke_endpoint(b'{"inputs": "def main(", "parameters": {"max_new_tokens": 8}}')["StatusCode"]
-        200
+    Usage (a trained model's unpacked archive; ``endpoint_test.py`` serves one)::
+
+        endpoint = LocalEndpoint(Path("runs/model"))
+        endpoint.invoke_endpoint(b'{"inputs": "def main(", "parameters": {"max_new_tokens": 8}}')["StatusCode"]  # 200
     """
 
     def __init__(self, model_dir: Path):

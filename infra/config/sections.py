@@ -334,6 +334,7 @@ class StageConfig:
     the jobs' role (and the Plan function, for listing) may then read them.
 
     Example:
+        >>> from infra.config import load_stage_config
         >>> cfg = load_stage_config({"stage": "dev", "stages": {"dev": {"training": {"spot": False}}}})
         >>> cfg.training.spot
         False

@@ -11,6 +11,7 @@ other not at all, so the three the table reads (``formats``, ``hparams``, ``size
 
 Example::
 
+    >>> from contract import formats, hparams, sizes
     >>> table = options(formats, hparams, sizes)
     >>> container_arguments(table, "tokenizer", {"vocab_size": 50257, "source": [("web", 0.7)]})
     ['tokenizer', '--vocab_size', '50257', '--source=web:0.7']

@@ -66,6 +66,18 @@ def test_too_long_lines_become_none_without_being_held():
     assert list(iter_lines(blocks, max_record_bytes=10)) == [b"short", None, b"ok", None]
 
 
+@pytest.mark.parametrize("end", [b"\n", b""], ids=["ends-with-newline", "ends-without"])
+def test_the_record_limit_holds_however_the_reads_split_a_line(end):
+    """A line is over the limit by what is held of it plus its newest piece: every split of the same bytes into
+    reads gives the same lines, none longer than the limit, the last one (no newline after it) included."""
+    lines = [b"a" * 10, b"b" * 11, b"", b"c" * 3, b"d" * 25, b"e" * 9, b"f" * 11]
+    data = b"\n".join(lines) + end
+    expected = [line if len(line) <= 10 else None for line in lines]
+    for size in range(1, len(data) + 1):
+        blocks = [data[i : i + size] for i in range(0, len(data), size)]
+        assert list(iter_lines(blocks, max_record_bytes=10)) == expected, f"reads of {size} bytes"
+
+
 def test_text_documents_split_on_end_of_text_lines():
     lines = [b"first", b"", b"<|endoftext|>", b"second\r", b"<|endoftext|>\r", b"third"]
     assert list(iter_text_documents(lines)) == [b"first\n", b"second\r", b"third"]

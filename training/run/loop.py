@@ -75,10 +75,11 @@ class TrainingRun:
         args: the parsed hyperparameters (``hparams.parse_args``).
         env: the process environment (SM_HOSTS, SM_CURRENT_HOST, SM_NUM_GPUS, TF_CONFIG).
 
-    Example:
-        >>> run = TrainingRun(parse_args(["--train_dir", "/data", "--model_preset", "tiny"]), os.environ)
-        >>> run.train()
-        >>> run.finish()
+    Usage (a dataset in /data; ``loop_test.py`` runs it)::
+
+        run = TrainingRun(parse_args(["--train_dir", "/data", "--model_preset", "tiny"]), os.environ)
+        run.train()
+        run.finish()
     """
 
     def __init__(self, args, env):
@@ -246,9 +247,16 @@ class TrainingRun:
     def validation_datasets(self, batches: int | None) -> dict[str, tf.data.Dataset]:
         """The split's (key "") and, when its shards are of several sources, each source's apart, ``batches``
         batches per replica of each one's sample; None: every sequence once, the split's then the sources' together.
+        A split (or source) smaller than its sample is read whole, each sequence once, and a line says so.
         """
         channel = self.inputs.validation
         sources = channel.sources if len(channel.sources) > 1 and "" not in channel.sources else []
+        sample = (batches or 0) * self.engine.workers * self.engine.local_replicas * self.args.micro_batch_size
+        for name, part in {"": channel, **{name: channel.of_source(name) for name in sources}}.items():
+            if part.sequences < sample:
+                split = f"the validation split{f' of {name}' if name else ''}"
+                self.log(f"[valid_sample] {split} holds {part.sequences} sequences, fewer than the sample of {sample}: "
+                         "each evaluation reads every one once")  # fmt: skip
         datasets = {} if batches is None and sources else {"": self.validation_dataset(batches)}
         datasets.update({name: self.validation_dataset(batches, channel.of_source(name)) for name in sources})
         return datasets

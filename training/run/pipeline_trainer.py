@@ -66,11 +66,11 @@ class PipelineTrainer(Trainer):
             bubble (``contract.batch.pipeline_microbatches``).
         micro_batch_size, sequence_length, precision, grad_clip, initial_loss_scale: as ``Trainer``.
 
-    Example:
-        >>> trainer = PipelineTrainer([model], [optimizer], engine, accumulation_steps=8, microbatches=8,
-        ...                           micro_batch_size=4, sequence_length=1024)
-        >>> trainer.train_step(batch)  # batch: [local_replicas, 8, 4, 1025] int32
-        StepResult(loss=10.9, grad_norm=3.2, applied=True)
+    Usage (a model, optimizer and engine as ``run.loop`` makes them)::
+
+        trainer = PipelineTrainer([model], [optimizer], engine, accumulation_steps=8, microbatches=8,
+                                  micro_batch_size=4, sequence_length=1024)
+        result = trainer.train_step(batch)  # batch: [local_replicas, 8, 4, 1025] int32; a StepResult
     """
 
     def __init__(

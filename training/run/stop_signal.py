@@ -30,13 +30,14 @@ class StopSignal:
         engine: the run's engine (its workers agree through ``sum_over_workers``).
         poll_seconds: about how much training passes between two polls of the other workers.
 
-    Example:
-        >>> stop = StopSignal(engine)
-        >>> for step in steps:
-        ...     train_step()
-        ...     if stop.agreed():
-        ...         break
-        >>> stop.restore()
+    Usage (an engine as ``run.loop`` makes it)::
+
+        stop = StopSignal(engine)
+        for step in steps:
+            train_step()
+            if stop.agreed():
+                break
+        stop.restore()
     """
 
     def __init__(self, engine: Engine, poll_seconds: float = POLL_SECONDS):

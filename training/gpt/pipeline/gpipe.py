@@ -56,8 +56,13 @@ def gpipe_gradients(
         dense, on its variable's device, summed over the micro-batches).
 
     Example:
-        >>> loss, grads = gpipe_gradients(model, tokens, lambda logits, targets: tf.reduce_mean(
-        ...     tf.nn.sparse_softmax_cross_entropy_with_logits(targets, logits)))
+        >>> model = PipelinedGPT.from_preset("tiny", vocab_size=512, sequence_length=32, devices=["/CPU:0", "/CPU:1"])
+        >>> tokens = tf.zeros([4, 2, 33], tf.int32)  # 4 micro-batches of 2 sequences
+        >>> def mean_loss(logits, targets):
+        ...     return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(targets, logits))
+        >>> loss, grads = tf.function(lambda t: gpipe_gradients(model, t, mean_loss))(tokens)  # in a graph
+        >>> loss.shape, len(grads) == len(model.trainable_variables)
+        (TensorShape([]), True)
     """
     count, micro, length = tokens.shape[0], tokens.shape[1], tokens.shape[2] - 1
     stages, last = model.num_stages, model.num_stages - 1
