@@ -14,13 +14,6 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 pytest_plugins = ["tests.full_run", "tests.hang_guard"]  # a full run fails on a skipped test; a hang fails
 
-# Examples that do not run yet, by test id: each an expected failure, strict (it fails the run once it passes).
-NOT_RUNNING_YET = {
-    "training/run/trainer.py::run.trainer.Trainer": "a sketch of names it never defines (model, optimizer, engine, "
-    "batch): to become a literal block (Usage::) where issue 48 rewrites trainer.py",
-}
-
-
 def pytest_collect_file(file_path: Path, parent):
     """Every ``>>>`` example in a module runs, as ``--doctest-modules`` runs it, but only modules that have one
     are imported for it (the option would import every file). An example that needs AWS or a trained model is
@@ -36,9 +29,3 @@ def pytest_collect_file(file_path: Path, parent):
     ):
         return DoctestModule.from_parent(parent, path=file_path)
     return None
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.nodeid in NOT_RUNNING_YET:
-            item.add_marker(pytest.mark.xfail(reason=NOT_RUNNING_YET[item.nodeid], strict=True))

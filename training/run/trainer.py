@@ -188,9 +188,17 @@ class Trainer:
         initial_loss_scale: fp16 only.
 
     Example:
-        >>> trainer = Trainer(model, optimizer, engine, accumulation_steps=4, micro_batch_size=8, sequence_length=1024)
-        >>> trainer.train_step(batch)  # batch: [local_replicas, 4, 8, 1025] int32
-        StepResult(loss=10.9, grad_norm=3.2, applied=True)
+        >>> from gpt.model import GPT
+        >>> from run.engines import StrategyEngine
+        >>> engine = StrategyEngine(tf.distribute.get_strategy(), "default")
+        >>> model = GPT.from_preset("tiny", vocab_size=64, sequence_length=8)
+        >>> trainer = Trainer(model, make_optimizer(model, 1e-3), engine, accumulation_steps=2, micro_batch_size=2,
+        ...                   sequence_length=8)
+        >>> trainer.batch_shape  # [local_replicas, accumulation_steps, micro_batch_size, T + 1]
+        (1, 2, 2, 9)
+        >>> result = trainer.train_step(tf.zeros(trainer.batch_shape, tf.int32))  # launched; nothing read back
+        >>> result.applied, result.skipped_steps  # the first figure asked for waits for the step and reads all
+        (True, 0)
     """
 
     loss_scale_period = 2000  # fp16: double the scale after this many finite steps
