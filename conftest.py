@@ -4,7 +4,6 @@ docstring examples collected as tests."""
 import os
 from pathlib import Path
 
-import pytest
 from _pytest.doctest import DoctestModule  # pytest's own collector of a module's examples (not exported)
 
 _NODE22 = Path(__file__).parent / "node_modules" / ".bin" / "node"
