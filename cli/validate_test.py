@@ -54,7 +54,7 @@ def test_every_error_of_a_mix_is_reported_at_once_by_its_index(tmp_path, capsys)
 def test_the_estimate_checks_run_too_and_a_valid_input_passes(tmp_path, capsys):
     (tmp_path / "long.json").write_text('{"corpus": {"s3_uri": "s3://raw/p/"}, "training": {"train_tokens": "100B"}}')
     assert main(["validate", "--input", str(tmp_path / "long.json")]) == 1
-    assert "error: training.max_run_hours: the run needs about 321 h but training.max_run_hours is 24" in (
+    assert "error: training.max_run_hours: the run needs about 325 h but training.max_run_hours is 24" in (
         capsys.readouterr().err
     )
     (tmp_path / "ok.json").write_text('{"corpus": {"s3_uri": "s3://raw/p/"}, "training": {"train_tokens": "2B"}}')
