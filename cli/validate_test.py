@@ -62,7 +62,7 @@ def test_the_estimate_checks_run_too_and_a_valid_input_passes(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "valid for stage dev" in out
     assert (
-        "\nspeed: modelled 34.9% MFU, " in out and " tokens/s (step " in out
+        "\nspeed: modelled 34.5% MFU, " in out and " tokens/s (step " in out
     )  # the plan's, labelled modelled (recompute unset: attention)
     # Someone else's bucket cannot be told from the raw bucket offline: validate says what it assumed.
     assert "note: the corpus's bucket raw was taken to be the stack's raw bucket" in out
