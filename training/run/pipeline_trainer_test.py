@@ -156,6 +156,22 @@ print(json.dumps({
 """
 
 
+def in_four_cpus(script: str):
+    """The JSON that ``script`` prints last, run in a new process: four logical CPUs must be set up before
+    TensorFlow starts."""
+    training = Path(__file__).parents[1]
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        cwd=training,
+        env={"PYTHONPATH": f"{training}", "TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 NCCL_SCRIPT = """
 import json
 import tensorflow as tf
@@ -185,37 +201,16 @@ print(json.dumps(sorted(seen)))
 
 def test_every_collective_of_the_pipeline_on_gpu_hosts_has_a_dtype_nccl_takes():
     # engines_test's check of the data-parallel steps, for the pipeline's: its CollectiveReduce ops carry the "nccl"
-    # hint on GPU hosts, and NcclManager takes five dtypes (engines_test.NCCL_DTYPES). Four logical CPUs: a new process.
+    # hint on GPU hosts, and NcclManager takes five dtypes (engines_test.NCCL_DTYPES).
     from run.engines_test import NCCL_DTYPES
 
-    training = Path(__file__).parents[1]
-    result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(NCCL_SCRIPT)],
-        cwd=training,
-        env={"PYTHONPATH": f"{training}", "TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    seen = in_four_cpus(NCCL_SCRIPT)
     assert {op for op, _, _ in seen} == {"CollectiveReduce"} and {hint for *_, hint in seen} == {"nccl"}
     assert {dtype for _, dtype, _ in seen} <= {d.name for d in NCCL_DTYPES}, seen
 
 
 def test_two_pipeline_replicas_sum_their_gradients_like_one_device_on_the_global_batch():
-    # Four logical CPUs: TensorFlow must be configured before it starts, so in a fresh process.
-    training = Path(__file__).parents[1]
-    result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(REPLICAS_SCRIPT)],
-        cwd=training,
-        env={"PYTHONPATH": f"{training}", "TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    report = in_four_cpus(REPLICAS_SCRIPT)
     assert report["devices"] == ["CPU:2", "CPU:3"]  # replica 1 lives on the other two devices
     for pipelined_loss, loss, pipelined_norm, norm in report["steps"]:
         assert pipelined_loss == pytest.approx(loss, rel=1e-6) and pipelined_norm == pytest.approx(norm, rel=1e-5)
