@@ -56,7 +56,8 @@ def model_shape(model_dir: Path) -> dict[str, int]:
     for name in SHAPE_FIELDS:
         value, kind = config.get(name), BY_NAME[name].kind
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= kind.high:
-            raise NotOurModel(f"{path.name}: {name} {value!r} is not valid; expected an integer from 1 to {kind.high:,}")
+            expected = f"an integer from 1 to {kind.high:,}"
+            raise NotOurModel(f"{path.name}: {name} {value!r} is not valid; expected {expected}")
         shape[name] = value
     if shape["d_model"] % shape["n_head"]:
         raise NotOurModel(f"{path.name}: n_head {shape['n_head']} does not divide d_model {shape['d_model']}")

@@ -7,6 +7,7 @@ import shutil
 
 import numpy as np
 import pytest
+
 from export.received import NotOurModel, rebuild
 from local.endpoint_test import model_dir  # noqa: F401  (the fixture: a tiny exported model, unpacked)
 
@@ -41,7 +42,9 @@ def test_an_archive_that_is_not_this_checkout_s_model_is_refused(model_dir, tmp_
     folder = shutil.copytree(model_dir, tmp_path / "model")
     config = json.loads((folder / "model_config.json").read_text())
     (folder / "model_config.json").write_text(json.dumps({**config, **change}))
-    with pytest.raises(NotOurModel, ) as refused:
+    with pytest.raises(
+        NotOurModel,
+    ) as refused:
         rebuild(folder)
     assert says in str(refused.value) and "\n" not in str(refused.value)
 
