@@ -133,6 +133,8 @@ class WorkflowInput:
         hyperparameters: extra ``train.py`` hyperparameters, e.g. ``{"learning_rate": 3e-4}``, checked against
             train.py's own schema (``training/contract/hparams.py``): names, types and ranges.
         force_preprocess: preprocess even when the dataset's manifest already exists.
+        resume: continue the run ``run_name`` names on this execution's dataset even when it was planned with
+            another (``runs.py``); a run of another shape is refused whatever this says.
     """
 
     corpus: CorpusInput = CorpusInput()
@@ -143,6 +145,7 @@ class WorkflowInput:
     run_name: str | None = None
     hyperparameters: dict[str, Any] = dataclasses.field(default_factory=dict)
     force_preprocess: bool = False
+    resume: bool = False
 
     @property
     def vocab_size(self) -> int:

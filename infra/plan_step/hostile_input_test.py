@@ -136,3 +136,22 @@ def test_a_vocab_size_below_the_given_tokenizer_s_is_refused(settings, store):
     store.put_text("s3://raw-bucket/tok/tokenizer.json", "not json")
     with pytest.raises(InputError, match=r"dataset.tokenizer_s3_uri: .* expected a tokenizer.json"):
         plan({**given, "hyperparameters": {"vocab_size": 50_304}}, settings, store)
+
+
+def test_a_run_name_that_names_another_run_s_checkpoints_is_refused_unless_resumed(settings, store):
+    """Item 9: the same run_name continued another run's checkpoints with a warning, or failed at train.py's start
+    when its shape differed."""
+    run = {"corpus": CORPUS, "run_name": "gpt-pile"}
+    plan(run, settings, store)
+    assert plan(run, settings, store)["run_name"] == "gpt-pile"  # the same run: resumed
+    with pytest.raises(InputError) as refused:
+        plan({**run, "training": {"n_layer": 6}, "resume": True}, settings, store)
+    assert str(refused.value) == (
+        "run_name: 'gpt-pile' is another run's checkpoint folder (s3://checkpoints-bucket/gpt-pile/), which this "
+        "execution would resume; it differs in training.n_layer 6 (run: 12): use another run_name"
+    )
+    other = {**run, "dataset": {"name": "web"}}
+    with pytest.raises(InputError, match=r"differs in dataset.name s3://datasets-bucket/datasets/web/ \(run: s3://"):
+        plan(other, settings, store)
+    assert plan({**other, "resume": True}, settings, store)["checkpoint_uri"] == "s3://checkpoints-bucket/gpt-pile/"
+    assert plan({**run, "training": {"n_layer": 6}, "run_name": "gpt-pile-6"}, settings, store)
