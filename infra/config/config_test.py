@@ -220,7 +220,7 @@ def test_a_run_longer_than_its_max_run_hours_names_both_numbers_and_the_fixes():
 def test_counts_of_tokens_may_be_written_as_sizes():
     training = load({"training": {"train_tokens": "1.5B", "global_batch_tokens": "524_288"}}).training
     assert (training.train_tokens, training.global_batch_tokens) == (1_500_000_000, 524_288)
-    with pytest.raises(ConfigError, match=r"training.train_tokens: 'lots' is not valid; expected a count such as"):
+    with pytest.raises(ConfigError, match=r"training.train_tokens: 'lots' is not valid; expected an amount such as"):
         load({"training": {"train_tokens": "lots"}})
 
 

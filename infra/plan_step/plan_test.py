@@ -259,7 +259,7 @@ def test_existing_or_given_tokenizer_is_reused(settings, store):
         ({"hyperparameters": {"keep_checkpoints": 10**9}}, "hyperparameters.keep_checkpoints: 1000000000 is not"),
         ({"hyperparameters": {"seed": 10**5000}}, "hyperparameters.seed: <an integer of about 5,000 digits> is not"),
         ({"hyperparameters": {"sample_prompt": "--export_dir=/x"}}, "expected a string that does not start with '-'"),
-        ({"training": {"train_tokens": "1e400"}}, "training.train_tokens: '1e400' is not valid; expected a count"),
+        ({"training": {"train_tokens": "1e400"}}, "training.train_tokens: '1e400' is not valid; expected an amount"),
         ({"training": {"train_tokens": 10**16}}, "training.train_tokens: 10000000000000000 is not valid; expected at"),
         ({"training": {"n_layer": 400}}, "training.n_layer: 400 is not valid; expected an integer from 0 to 256"),
         ({"training": {"d_model": 100000007}}, "training.d_model: 100000007 is not valid; expected an integer from"),
