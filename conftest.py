@@ -13,6 +13,7 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 pytest_plugins = ["tests.full_run", "tests.hang_guard"]  # a full run fails on a skipped test; a hang fails
 
+
 def pytest_collect_file(file_path: Path, parent):
     """Every ``>>>`` example in a module runs, as ``--doctest-modules`` runs it, but only modules that have one
     are imported for it (the option would import every file). An example that needs AWS or a trained model is

@@ -81,8 +81,9 @@ def _variables_prefix(model_dir: Path) -> Path:
 def rebuild(model_dir: Path) -> GPT:
     """This checkout's GPT with the weights of the unpacked archive ``model_dir``; NotOurModel when they do not fit.
 
-    Example:
-        >>> model = rebuild(Path("received/model"))  # its model_config.json, 1/variables/, tokenizer.json
+    Usage::
+
+        model = rebuild(Path("received/model"))  # its model_config.json, 1/variables/, tokenizer.json
     """
     shape = model_shape(model_dir)
     prefix = _variables_prefix(model_dir)
