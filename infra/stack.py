@@ -17,7 +17,7 @@ from infra.identity import SageMakerExecutionRole
 from infra.instances import INSTANCE_TYPES
 from infra.log_groups import encrypted_log_group
 from infra.nag import acknowledge_inline_policies
-from infra.naming import retained_name
+from infra.naming import creation_suffix, retained_name
 from infra.network import Network
 from infra.notifications import Notifications
 from infra.observability import console_links
@@ -102,6 +102,7 @@ class PretrainingStack(cdk.Stack):
             region=self.region,
             account=self.account,
             job_prefix=job_prefix,
+            stack_creation=creation_suffix(self),
             role_arn=self.execution_role.role.role_arn,
             kms_key_arn=self.key.key_arn,
             raw_bucket=buckets.raw.bucket_name,

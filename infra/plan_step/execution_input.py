@@ -133,6 +133,8 @@ class WorkflowInput:
         hyperparameters: extra ``train.py`` hyperparameters, e.g. ``{"learning_rate": 3e-4}``, checked against
             train.py's own schema (``training/contract/hparams.py``): names, types and ranges.
         force_preprocess: preprocess even when the dataset's manifest already exists.
+        deploy_from: an earlier training job of this stage (``gpt-<stage>-...-trn``) whose model the stage's endpoint
+            serves; nothing is preprocessed or trained (``infra/plan_step/deployment.py``).
     """
 
     corpus: CorpusInput = CorpusInput()
@@ -143,6 +145,7 @@ class WorkflowInput:
     run_name: str | None = None
     hyperparameters: dict[str, Any] = dataclasses.field(default_factory=dict)
     force_preprocess: bool = False
+    deploy_from: str | None = None
 
     @property
     def vocab_size(self) -> int:
