@@ -31,7 +31,7 @@ help: ## This list, and the variables that change what a target does
 #: INPUT=input.json       run: execution input over local/default-input.json
 #: CORPUS=path            run: a corpus file or folder of your own instead of the sample (docs/run-locally.md)
 #: VERBOSE=1              run: the jobs' library logging on the console too
-#: FAULTS=throttle,failed-job,lost-endpoint   run: AWS's errors injected (local/faults.py)
+#: FAULTS=throttle,failed-job,lost-endpoint,missing-quota   run: AWS's errors injected (local/faults.py)
 #: PYTHON=python3.12      the interpreter .venv is built with (3.11 to 3.13); naming another rebuilds .venv
 #: ARCHIVE=model.tar.gz   hf-check: a job's model archive instead of a model made here
 #: ARGS="--preset ..."    estimate: options over the stage's

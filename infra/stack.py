@@ -55,9 +55,7 @@ class PretrainingStack(cdk.Stack):
         storage = config.storage
         self.key = DataKey(self, "DataKey", retain=storage.retain_data, existing_arn=storage.existing.kms_key_arn).key
         flow_logs = encrypted_log_group(self, "FlowLogs", key=self.key, config=storage)
-        self.network = Network(
-            self, "Network", config=config.network, cidr=config.vpc_cidr, flow_log_group=flow_logs
-        )
+        self.network = Network(self, "Network", config=config.network, cidr=config.vpc_cidr, flow_log_group=flow_logs)
         self.buckets = DataBuckets(self, "Buckets", key=self.key, config=storage)
         self.file_system = DatasetFileSystem(
             self,
@@ -124,6 +122,7 @@ class PretrainingStack(cdk.Stack):
             key=self.key,
             datasets=buckets.datasets,
             raw=buckets.raw,
+            models=buckets.models,
             sources=self.source_buckets,
             log_group=self._log_group("PlanLogs", config),
             reserved_concurrency=config.security.plan_reserved_concurrency,

@@ -89,6 +89,8 @@ PERMISSIONS: dict[str, dict[str, list[str]]] = {
             "logs:PutLogEvents",
             "xray:PutTelemetryRecords",
             "xray:PutTraceSegments",
+            "servicequotas:ListServiceQuotas",
+            "servicequotas:ListAWSDefaultServiceQuotas",
         ],
     },
     "Workflow/StateMachineRole": {
@@ -105,7 +107,11 @@ PERMISSIONS: dict[str, dict[str, list[str]]] = {
             "sagemaker:CreateModel",
             "sagemaker:CreateEndpointConfig",
             "sagemaker:CreateEndpoint",
+            "sagemaker:UpdateEndpoint",
             "sagemaker:DescribeEndpoint",
+            "sagemaker:DescribeEndpointConfig",
+            "sagemaker:DeleteEndpointConfig",
+            "sagemaker:DeleteModel",
             "kms:CreateGrant if kms:GrantIsForAWSResource, kms:ViaService",
             "iam:PassRole if iam:PassedToService",
             "events:PutTargets",
@@ -263,6 +269,10 @@ ANY_RESOURCE: dict[str, str] = {
     },
     "ec2:DescribeVpcs": "EC2 Describe* actions have no resource-level permissions",
     "ecr:GetAuthorizationToken": "account-wide token, no resource-level permission",
+    **{
+        f"servicequotas:{a}": "Service Quotas' List actions have no resource-level permission (read-only)"
+        for a in ("ListServiceQuotas", "ListAWSDefaultServiceQuotas")
+    },
     "cloudwatch:PutMetricData": "no resource-level permission; limited by the cloudwatch:namespace condition",
     **{
         f"xray:{a}": "X-Ray has no resource-level permissions for tracing"
