@@ -26,6 +26,7 @@ REQUEST_OPERATIONS = {
     "model": "CreateModel",
     "endpoint_config": "CreateEndpointConfig",
     "endpoint": "CreateEndpoint",
+    "endpoint_update": "UpdateEndpoint",
 }
 
 

@@ -126,6 +126,7 @@ FIELDS = {
     "model": requests.MODEL_FIELDS,
     "endpoint_config": requests.ENDPOINT_CONFIG_FIELDS,
     "endpoint": requests.ENDPOINT_FIELDS,
+    "endpoint_update": requests.ENDPOINT_UPDATE_FIELDS,
 }
 
 
@@ -337,7 +338,12 @@ STATE_MACHINE_NEEDS = {
     "sagemaker:createModel": ["sagemaker:CreateModel", "sagemaker:AddTags", "iam:PassRole"],
     "sagemaker:createEndpointConfig": ["sagemaker:CreateEndpointConfig", "sagemaker:AddTags"],
     "sagemaker:createEndpoint": ["sagemaker:CreateEndpoint", "sagemaker:AddTags", "kms:CreateGrant"],
+    # UpdateEndpoint (Step Functions' IAM page for SageMaker): the endpoint's new configuration names the data key.
+    "sagemaker:updateEndpoint": ["sagemaker:UpdateEndpoint", "kms:CreateGrant"],
     "aws-sdk:sagemaker:describeEndpoint": ["sagemaker:DescribeEndpoint"],
+    "aws-sdk:sagemaker:describeEndpointConfig": ["sagemaker:DescribeEndpointConfig"],
+    "aws-sdk:sagemaker:deleteEndpointConfig": ["sagemaker:DeleteEndpointConfig"],
+    "aws-sdk:sagemaker:deleteModel": ["sagemaker:DeleteModel"],
     "aws-sdk:datasync:startTaskExecution": ["datasync:StartTaskExecution"],
     "aws-sdk:datasync:describeTaskExecution": ["datasync:DescribeTaskExecution"],
     "sns:publish": ["sns:Publish"],
@@ -383,7 +389,10 @@ def test_the_state_machine_role_has_what_each_integration_needs(stage: str):
     definition = aws_definition(template)
     assert missing_state_machine_iam(template, definition) == []
     broken = json.loads(json.dumps(template).replace('"kms:CreateGrant"', '"kms:ListGrants"'))
-    assert missing_state_machine_iam(broken, definition) == ["CreateEndpoint: kms:CreateGrant"]
+    assert missing_state_machine_iam(broken, definition) == [
+        "CreateEndpoint: kms:CreateGrant",
+        "UpdateEndpoint: kms:CreateGrant",
+    ]
     copies = copy.deepcopy(definition)
     copies["States"]["CopyObject"] = {"Type": "Task", "Resource": "arn:aws:states:::aws-sdk:s3:copyObject", "End": True}
     copies["States"]["Plan"]["Resource"] = local_arn("PlanFunction")  # neither a function ARN nor an integration
