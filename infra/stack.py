@@ -22,9 +22,9 @@ from infra.network import Network
 from infra.notifications import Notifications
 from infra.observability import console_links
 from infra.observability.alarms import WorkflowAlarms
+from infra.observability.budget import StageBudget
 from infra.observability.dashboard import TrainingDashboard
 from infra.observability.health_alarms import HealthAlarms
-from infra.observability.job_events import JobFailureNotifications
 from infra.plan_step.settings import StackSettings
 from infra.sdk_tables import sdk_settings
 from infra.source_bundle import TrainingPackage
@@ -166,7 +166,9 @@ class PretrainingStack(cdk.Stack):
         return self.log_groups[id]
 
     def _observability(self, config: StageConfig) -> None:
-        """Alarms (workflow, EFS, training health) and job-failure e-mails to the topic, and the dashboard."""
+        """Alarms (workflow, EFS, training health), the budget, and the dashboard. A failed job is announced once,
+        by the workflow's NotifyFailure (its cause carries the job's FailureReason): no job-event rule and no
+        execution alarm e-mails it again."""
         topic, fs_id = self.notifications.topic, self.file_system.file_system.file_system_id
         machine = self.workflow.state_machine
         self.alarms = WorkflowAlarms(
@@ -178,11 +180,19 @@ class PretrainingStack(cdk.Stack):
             key=self.key,
             efs_throughput_percent=config.observability.efs_throughput_alarm_percent,
         )
+        if config.observability.monthly_budget_usd:
+            StageBudget(
+                self,
+                "Budget",
+                stage=config.name,
+                usd_per_month=config.observability.monthly_budget_usd,
+                topic=topic,
+                key=self.key,
+            )
         gpus = INSTANCE_TYPES[config.training.instance_type].gpus
         self.health_alarms = HealthAlarms(
             self, "HealthAlarms", config=config.observability, gpus_per_host=gpus, topic=topic
         )
-        JobFailureNotifications(self, "JobFailures", job_prefix=self.job_prefix, notifications=self.notifications)
         self.dashboard = TrainingDashboard(
             self,
             "Dashboard",

@@ -14,7 +14,6 @@ ROLES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "Workflow/StateMachineRole": ("service:states.amazonaws.com", ("aws:SourceAccount", "aws:SourceArn"), ()),
     "DatasetSync/BucketAccessRole": ("service:datasync.amazonaws.com", ("aws:SourceAccount", "aws:SourceArn"), ()),
     "DatasetSync/FileSystemAccessRole": ("service:datasync.amazonaws.com", ("aws:SourceAccount", "aws:SourceArn"), ()),
-    "JobFailures/PublishRole": ("service:events.amazonaws.com", (), ()),
     "Network/FlowLogsRole": ("service:vpc-flow-logs.amazonaws.com", ("aws:SourceAccount", "aws:SourceArn"), ()),
     "Custom::VpcRestrictDefaultSGCustomResourceProvider/Role": (
         "service:lambda.amazonaws.com",
@@ -155,9 +154,6 @@ PERMISSIONS: dict[str, dict[str, list[str]]] = {
             "elasticfilesystem:ClientRootAccess",
         ],
     },
-    "JobFailures/PublishRole": {
-        "self": ["sns:Publish", "kms:Decrypt if kms:ViaService", "kms:GenerateDataKey if kms:ViaService"],
-    },
     "Network/FlowLogsRole": {
         "self": ["logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"],
     },
@@ -182,14 +178,18 @@ PERMISSIONS: dict[str, dict[str, list[str]]] = {
                 "kms:GenerateDataKeyWithoutPlaintext",
             )
         ],
-        "service:cloudwatch.amazonaws.com": [
-            "kms:Decrypt if kms:EncryptionContext:aws:sns:topicArn",
-            "kms:GenerateDataKey if kms:EncryptionContext:aws:sns:topicArn",
-        ],
+        **{
+            f"service:{service}.amazonaws.com": [
+                "kms:Decrypt if kms:EncryptionContext:aws:sns:topicArn",
+                "kms:GenerateDataKey if kms:EncryptionContext:aws:sns:topicArn",
+            ]
+            for service in ("cloudwatch", "budgets")
+        },
     },
     "Notifications/Topic": {
         "*": ["deny sns:Publish if aws:SecureTransport"],
         "service:cloudwatch.amazonaws.com": ["sns:Publish if aws:SourceArn"],
+        "service:budgets.amazonaws.com": ["sns:Publish if aws:SourceAccount, aws:SourceArn"],
     },
     "Buckets/AccessLogs": {
         "*": TLS_ONLY,

@@ -1,4 +1,5 @@
-"""Alarms that e-mail the stack's topic: an execution failed or timed out, EFS throughput near its limit."""
+"""The workflow's alarms: an execution failed or timed out (on the dashboard; the workflow's own NotifyFailure
+e-mails each failure, with its cause, once), EFS throughput near its limit (e-mailed to the stack's topic)."""
 
 from __future__ import annotations
 
@@ -11,18 +12,26 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from infra.nag import acknowledge_compliance
 from infra.notifications import PUBLISH_KEY_ACTIONS
 from infra.observability import efs_metrics
 
 EFS_PERIOD = cdk.Duration.minutes(1)
+ANNOUNCED_BY_THE_WORKFLOW = (
+    "Every failure path of the workflow ends in its NotifyFailure state, which e-mails the stack's topic the "
+    "execution, the error and its cause once; an alarm action here would e-mail each failure a second time saying "
+    "less. The alarm stays for its state on the dashboard."
+)
 EFS_MINUTES = 5  # consecutive minutes above the threshold before the alarm fires
 
 
 class WorkflowAlarms(Construct):
-    """CloudWatch alarms with the topic as their alarm action.
+    """CloudWatch alarms; the EFS alarm has the topic as its alarm action.
 
     Args:
-        state_machine: the workflow; any failed or timed-out execution alarms (one minute, no waiting).
+        state_machine: the workflow; any failed or timed-out execution alarms (one minute, no waiting), without an
+            action: every failure path of the workflow ends in NotifyFailure, whose e-mail names the execution, the
+            error and its cause, and a second e-mail saying less would only double each one.
         file_system_id: the datasets file system.
         topic: where alarms are sent; encrypted topics get a key grant for CloudWatch.
         key: the topic's KMS key (default none: an unencrypted topic).
@@ -63,8 +72,9 @@ class WorkflowAlarms(Construct):
             ),
         )
         self.alarms: list[cw.Alarm] = [self.execution_failed, self.execution_timed_out, self.efs_throughput]
-        for alarm in self.alarms:
-            alarm.add_alarm_action(actions.SnsAction(topic))
+        self.efs_throughput.add_alarm_action(actions.SnsAction(topic))
+        for alarm in (self.execution_failed, self.execution_timed_out):
+            acknowledge_compliance(alarm, {"CloudWatchAlarmAction": ANNOUNCED_BY_THE_WORKFLOW})
         _allow_cloudwatch_to_publish(topic, key)
 
     def _any(self, id: str, metric: cw.Metric, description: str) -> cw.Alarm:
@@ -77,7 +87,10 @@ class WorkflowAlarms(Construct):
             comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             evaluation_periods=1,
             treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
-            alarm_description=f"{description}; the execution's history says which state and why.",
+            alarm_description=(
+                f"{description}; the execution's history says which state and why, and the failure e-mail (its "
+                "NotifyFailure state) said so once already."
+            ),
         )
 
 

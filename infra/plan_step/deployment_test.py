@@ -34,7 +34,7 @@ def test_deploy_from_skips_preprocessing_and_training_and_serves_that_jobs_model
 @pytest.mark.parametrize(
     ("job", "message"),
     [
-        ("gpt-prod-first-run-abc123-trn", r"deploy_from: .* expected the name of a training job of this stage, gpt-dev"),
+        ("gpt-prod-first-run-abc123-trn", r"deploy_from: .* a training job of this stage, gpt-dev-\.\.\.-trn"),
         ("gpt-dev-first-run-abc123-shd", r"deploy_from: .* expected the name of a training job"),
         ("s3://elsewhere/model.tar.gz", r"deploy_from: .* expected the name of a training job"),
         (JOB, r"deploy_from: 'gpt-dev-first-run-abc123-trn' has no model at s3://models-bucket/training/"),
