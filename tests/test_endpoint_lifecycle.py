@@ -63,7 +63,7 @@ def listing(runs: Path, kind: str) -> list[str]:
     return sorted(p.stem for p in (runs / "hosting" / kind).iterdir())
 
 
-def test_each_deploying_run_updates_the_stages_one_endpoint_and_removes_what_it_served_before(definition_file, tmp_path):
+def test_each_deploying_run_updates_the_one_endpoint_and_removes_what_it_served_before(definition_file, tmp_path):
     first, console = execute(definition_file, tmp_path, "first")
     assert first["status"] == "SUCCEEDED", console[-3000:]
     assert "→ FindEndpoint: caught, going to CreateEndpoint" in console
