@@ -82,6 +82,7 @@ PERMISSIONS: dict[str, dict[str, list[str]]] = {
             "s3:ListBucket",
             "s3:GetObject",
             "s3:PutObject",
+            "s3:DeleteObject",
             "kms:GenerateDataKey if kms:ViaService",
             "kms:Decrypt",
             "logs:CreateLogStream",

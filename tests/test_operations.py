@@ -114,3 +114,15 @@ def test_budgets_may_publish_to_the_encrypted_topic_only_for_this_accounts_budge
     (key,) = resources(template, "AWS::KMS::Key").values()
     admitted = json.dumps([s["Principal"] for s in key["KeyPolicy"]["Statement"]])
     assert "budgets.amazonaws.com" in admitted
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_efs_is_a_cache_of_the_datasets_bucket_that_follows_it_and_idles_cheaply(stage: str):
+    template = synth_template(stage)
+    (task,) = resources(template, "AWS::DataSync::Task").values()
+    assert task["Options"]["PreserveDeletedFiles"] == "REMOVE"  # a dataset made anew leaves no old shard on EFS
+    assert task["Options"]["TransferMode"] == "CHANGED"  # REMOVE needs it: DataSync compares the destination
+    (file_system,) = resources(template, "AWS::EFS::FileSystem").values()
+    assert file_system["LifecyclePolicies"] == [
+        {"TransitionToIA": "AFTER_14_DAYS"}, {"TransitionToPrimaryStorageClass": "AFTER_1_ACCESS"},
+    ]  # fmt: skip

@@ -105,6 +105,8 @@ def plan_execution(
         if problem := quota_problem(needed, quotas, settings.account, settings.region):
             raise InputError(problem)
 
+    if preprocess:  # a dataset made anew starts from an empty folder: no shard or manifest of an earlier run is kept
+        store.delete([uri for uri, _ in store.list(requests.dataset_uri(settings, inp))])
     if train_tokenizer:  # the writes, once every check has passed
         for source in sources:
             store.put_text(sample_manifests[source.name], _sample_manifest(source.s3_uri, corpus[source.name], inp))

@@ -39,7 +39,8 @@ NO_DLQ = (
     "receives only failed asynchronous invocations, and there are none."
 )
 NOT_IN_VPC = (
-    "It calls only S3 (ListBucket, GetObject of *.json objects, PutObject under inputs/) and Service Quotas (two "
+    "It calls only S3 (ListBucket, GetObject of *.json objects, PutObject under inputs/, DeleteObject under "
+    "datasets/) and Service Quotas (two "
     "List actions); in a VPC it would need ENI permissions on '*', and an isolated stage an endpoint for each."
 )
 # What it reads of Service Quotas: the account's SageMaker quotas, applied and default (infra/plan_step/quotas.py).
@@ -144,6 +145,10 @@ class PlanFunction(Construct):
         role.add_to_policy(
             iam.PolicyStatement(actions=["s3:PutObject"], resources=[datasets.arn_for_objects("inputs/*")])
         )
+        # A dataset made anew starts from an empty folder (a rerun with fewer hosts would keep the others' shards).
+        role.add_to_policy(
+            iam.PolicyStatement(actions=["s3:DeleteObject"], resources=[datasets.arn_for_objects("datasets/*")])
+        )
         # The object it writes is encrypted with the data key, by S3 on its behalf.
         s3_only = {"StringEquals": {"kms:ViaService": f"s3.{stack.region}.amazonaws.com"}}
         role.add_to_policy(
@@ -169,6 +174,10 @@ class PlanFunction(Construct):
                 "Resource::*": (
                     "X-Ray's PutTraceSegments and PutTelemetryRecords, and Service Quotas' ListServiceQuotas and "
                     "ListAWSDefaultServiceQuotas (read-only), have no resource-level permission."
+                ),
+                f"Resource::{bucket_ref(datasets)}/datasets/*": (
+                    "It deletes only under datasets/, the folder of the dataset it is about to make anew (versioning "
+                    "keeps the objects as noncurrent versions for 7 days)."
                 ),
                 f"Resource::{bucket_ref(datasets)}/inputs/*": (
                     "The function writes under inputs/ only: the tokenizer's sample list (its key contains the "
