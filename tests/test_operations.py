@@ -4,6 +4,7 @@ once, and the stage's spend has a ceiling that warns the same topic."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from infra.plan_step.names import resource_names
 from local.definition import resolve_definition
 from tests.api_contract import validate
-from tests.synth import synth_template
+from tests.synth import ROOT, synth_template
 
 STAGES = ("dev", "prod")
 
@@ -126,3 +127,21 @@ def test_efs_is_a_cache_of_the_datasets_bucket_that_follows_it_and_idles_cheaply
     assert file_system["LifecyclePolicies"] == [
         {"TransitionToIA": "AFTER_14_DAYS"}, {"TransitionToPrimaryStorageClass": "AFTER_1_ACCESS"},
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_the_deploy_page_lists_the_quotas_each_stage_asks_for(stage: str, tmp_path):
+    from infra.plan_step.conftest import make_settings
+    from infra.plan_step.plan import plan_execution
+    from infra.plan_step.quotas import needed_quotas
+    from local.folder_store import FolderStore
+
+    store = FolderStore(tmp_path)
+    for i in range(8):
+        store.put_text(f"s3://raw-bucket/pile/{i:02d}.jsonl.zst", "x")
+    raw = {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "deploy": True}
+    plan = plan_execution(raw, "q", make_settings(stage), store)
+    needed = needed_quotas(plan["requests"], ["tokenizer", "shards", "training", "endpoint_config"])
+    page = (ROOT / "docs" / "deploy.md").read_text()
+    listed = dict(re.findall(rf"^\| {stage} \| `([^`]+)` \| (\d+) \|", page, re.M))
+    assert {name: count for name, (_, count) in needed.items()} == {k: int(v) for k, v in listed.items()}
