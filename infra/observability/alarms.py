@@ -6,14 +6,13 @@ from __future__ import annotations
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as actions
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from infra.nag import acknowledge_compliance
-from infra.notifications import PUBLISH_KEY_ACTIONS
+from infra.notifications import admit_service
 from infra.observability import efs_metrics
 
 EFS_PERIOD = cdk.Duration.minutes(1)
@@ -95,29 +94,7 @@ class WorkflowAlarms(Construct):
 
 
 def _allow_cloudwatch_to_publish(topic: sns.ITopic, key: kms.IKey | None) -> None:
-    """The topic's policy replaces SNS's default one, and its key must let CloudWatch encrypt the message."""
+    """The alarms of this account and region may publish to the (encrypted) topic."""
     stack = cdk.Stack.of(topic)
-    cloudwatch = iam.ServicePrincipal("cloudwatch.amazonaws.com")
-    topic.add_to_resource_policy(
-        iam.PolicyStatement(
-            principals=[cloudwatch],
-            actions=["sns:Publish"],
-            resources=[topic.topic_arn],
-            conditions={
-                "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:cloudwatch:{stack.region}:{stack.account}:alarm:*"}
-            },
-        )
-    )
-    if key:
-        # The key actions SNS takes for a publisher, only for topics of this account and region (SNS puts the
-        # topic's ARN in the encryption context of its data keys). Naming the topic itself would be a cycle:
-        # the topic refers to the key, whose policy would refer to the topic.
-        topics = f"arn:{stack.partition}:sns:{stack.region}:{stack.account}:*"
-        key.add_to_resource_policy(
-            iam.PolicyStatement(
-                principals=[cloudwatch],
-                actions=PUBLISH_KEY_ACTIONS,
-                resources=["*"],  # in a key policy "*" means this key
-                conditions={"ArnLike": {"kms:EncryptionContext:aws:sns:topicArn": topics}},
-            )
-        )
+    alarms = f"arn:{stack.partition}:cloudwatch:{stack.region}:{stack.account}:alarm:*"
+    admit_service(topic, key, "cloudwatch.amazonaws.com", {"ArnLike": {"aws:SourceArn": alarms}})

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import aws_cdk as cdk
 from aws_cdk import aws_budgets as budgets
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from infra.notifications import PUBLISH_KEY_ACTIONS
+from infra.notifications import admit_service
 
 STAGE_TAG = "stage"
 # (what is compared, the share of the limit in percent) of each warning.
@@ -33,7 +32,7 @@ class StageBudget(Construct):
     Args:
         stage: the stage's name, the tag's value.
         usd_per_month: the ceiling, in US dollars.
-        topic: where the warnings go; its policy admits Budgets, and ``key`` (the topic's) lets Budgets encrypt.
+        topic, key: where the warnings go, and its key; the topic's policy and the key admit Budgets.
     """
 
     def __init__(
@@ -67,29 +66,8 @@ class StageBudget(Construct):
         )
         # AWS Budgets' guide ("Creating an Amazon SNS topic for budget notifications"): the topic's policy admits
         # budgets.amazonaws.com for this account's budgets, and an encrypted topic's key lets it encrypt.
-        budgets_service = iam.ServicePrincipal("budgets.amazonaws.com")
-        topic.add_to_resource_policy(
-            iam.PolicyStatement(
-                principals=[budgets_service],
-                actions=["sns:Publish"],
-                resources=[topic.topic_arn],
-                conditions={
-                    "StringEquals": {"aws:SourceAccount": stack.account},
-                    "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:budgets::{stack.account}:*"},
-                },
-            )
-        )
-        key.add_to_resource_policy(
-            iam.PolicyStatement(
-                principals=[budgets_service],
-                actions=PUBLISH_KEY_ACTIONS,
-                resources=["*"],  # in a key policy "*" means this key
-                conditions={
-                    "ArnLike": {
-                        "kms:EncryptionContext:aws:sns:topicArn": (
-                            f"arn:{stack.partition}:sns:{stack.region}:{stack.account}:*"
-                        )
-                    }
-                },
-            )
-        )
+        budgets_of_this_account = {
+            "StringEquals": {"aws:SourceAccount": stack.account},
+            "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:budgets::{stack.account}:*"},
+        }
+        admit_service(topic, key, "budgets.amazonaws.com", budgets_of_this_account)

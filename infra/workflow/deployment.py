@@ -40,15 +40,7 @@ def deployment(wf: Workflow, prefix: str, then: sfn.IChainable) -> sfn.IChainabl
         result_path="$.deployment.endpoint_config",
     )
     endpoints = [sagemaker_arn(prefix, "endpoint")]
-    find = wf.sdk_call(
-        "FindEndpoint",
-        "sagemaker",
-        "describeEndpoint",
-        parameters={"EndpointName": sfn.JsonPath.string_at("$.plan.names.endpoint")},
-        iam_resources=endpoints,
-        result_path=CURRENT,
-        catch=(NOT_FOUND, _create(wf, endpoints, then)),
-    )
+    find = _describe_endpoint(wf, "FindEndpoint", prefix, CURRENT, catch=(NOT_FOUND, _create(wf, endpoints, then)))
     busy = _failure(
         wf,
         "EndpointNotInService",
@@ -60,7 +52,7 @@ def deployment(wf: Workflow, prefix: str, then: sfn.IChainable) -> sfn.IChainabl
     )
     updatable = (
         sfn.Choice(wf, "Endpoint updatable?")
-        .when(_reads(f"{CURRENT}.EndpointStatus", "InService"), _update(wf, prefix, endpoints, then))
+        .when(_reads(f"{CURRENT}.EndpointStatus", "InService"), _update(wf, prefix, then))
         .otherwise(busy)
     )
     return model.next(config).next(find).next(updatable)
@@ -86,20 +78,13 @@ def _create(wf: Workflow, endpoints: list[str], then: sfn.IChainable) -> sfn.ICh
     return create.next(poll)
 
 
-def _update(wf: Workflow, prefix: str, endpoints: list[str], then: sfn.IChainable) -> sfn.IChainable:
+def _update(wf: Workflow, prefix: str, then: sfn.IChainable) -> sfn.IChainable:
     """UpdateEndpoint, then wait until the endpoint serves the new configuration; then remove the old one."""
     update = wf.sagemaker_job(
         "UpdateEndpoint", "updateEndpoint", "endpoint_update", sync=False, result_path="$.deployment.endpoint"
     )
     wait = sfn.Wait(wf, "WaitForEndpointUpdate", time=sfn.WaitTime.duration(cdk.Duration.seconds(60)))
-    describe = wf.sdk_call(
-        "DescribeUpdatedEndpoint",
-        "sagemaker",
-        "describeEndpoint",
-        parameters={"EndpointName": sfn.JsonPath.string_at("$.plan.names.endpoint")},
-        iam_resources=endpoints,
-        result_path=STATUS,
-    )
+    describe = _describe_endpoint(wf, "DescribeUpdatedEndpoint", prefix, STATUS)
     serving, config = _reads(f"{STATUS}.EndpointStatus", "InService"), f"{STATUS}.EndpointConfigName"
     known = sfn.Condition.is_present(config)
     rolled_back = _failure(
@@ -136,36 +121,46 @@ def _update(wf: Workflow, prefix: str, endpoints: list[str], then: sfn.IChainabl
 def _remove_old(wf: Workflow, prefix: str, then: sfn.IChainable) -> sfn.IChainable:
     """The configuration the endpoint served before, and its model: nothing serves them any more."""
     old_config, old_model = f"{CURRENT}.EndpointConfigName", "$.deployment.old_config.ProductionVariants[0].ModelName"
-    configs, models = [sagemaker_arn(prefix, "endpoint-config")], [sagemaker_arn(prefix, "model")]
-    describe = wf.sdk_call(
-        "DescribeOldEndpointConfig",
-        "sagemaker",
-        "describeEndpointConfig",
-        parameters={"EndpointConfigName": sfn.JsonPath.string_at(old_config)},
-        iam_resources=configs,
-        result_path="$.deployment.old_config",
-    )
-    delete_config = wf.sdk_call(
-        "DeleteOldEndpointConfig",
-        "sagemaker",
-        "deleteEndpointConfig",
-        parameters={"EndpointConfigName": sfn.JsonPath.string_at(old_config)},
-        iam_resources=configs,
-        result_path=sfn.JsonPath.DISCARD,
-    )
-    delete_model = wf.sdk_call(
-        "DeleteOldModel",
-        "sagemaker",
-        "deleteModel",
-        parameters={"ModelName": sfn.JsonPath.string_at(old_model)},
-        iam_resources=models,
-        result_path=sfn.JsonPath.DISCARD,
-    )
+    describe, delete_config, delete_model = (
+        _call(wf, id, action, prefix, kind, {member: sfn.JsonPath.string_at(path)}, result_path)
+        for id, action, kind, member, path, result_path in (
+            ("DescribeOldEndpointConfig", "describeEndpointConfig", "endpoint-config", "EndpointConfigName",
+             old_config, "$.deployment.old_config"),
+            ("DeleteOldEndpointConfig", "deleteEndpointConfig", "endpoint-config", "EndpointConfigName",
+             old_config, sfn.JsonPath.DISCARD),
+            ("DeleteOldModel", "deleteModel", "model", "ModelName", old_model, sfn.JsonPath.DISCARD),
+        )
+    )  # fmt: skip
     model_known = sfn.Choice(wf, "Old model known?").when(sfn.Condition.is_present(old_model), delete_model.next(then))
     return (
         sfn.Choice(wf, "Old configuration known?")
         .when(sfn.Condition.is_present(old_config), describe.next(delete_config).next(model_known.otherwise(then)))
         .otherwise(then)
+    )
+
+
+def _describe_endpoint(
+    wf: Workflow, id: str, prefix: str, result_path: str, catch: tuple[list[str], sfn.IChainable] | None = None
+) -> sfn.IChainable:
+    """DescribeEndpoint of the stage's endpoint, its answer at ``result_path``."""
+    name = {"EndpointName": sfn.JsonPath.string_at("$.plan.names.endpoint")}
+    return _call(wf, id, "describeEndpoint", prefix, "endpoint", name, result_path, catch)
+
+
+def _call(
+    wf: Workflow,
+    id: str,
+    action: str,
+    prefix: str,
+    kind: str,
+    parameters: dict,
+    result_path: str,
+    catch: tuple[list[str], sfn.IChainable] | None = None,
+) -> sfn.IChainable:
+    """SageMaker's ``action`` on this stage's resources of ``kind`` (``endpoint-config`` ...)."""
+    resources = [sagemaker_arn(prefix, kind)]
+    return wf.sdk_call(
+        id, "sagemaker", action, parameters=parameters, iam_resources=resources, result_path=result_path, catch=catch
     )
 
 
