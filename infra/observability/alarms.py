@@ -73,7 +73,9 @@ class WorkflowAlarms(Construct):
         self.alarms: list[cw.Alarm] = [self.execution_failed, self.execution_timed_out, self.efs_throughput]
         self.efs_throughput.add_alarm_action(actions.SnsAction(topic))
         for alarm in (self.execution_failed, self.execution_timed_out):
-            acknowledge_compliance(alarm, {"CloudWatchAlarmAction": ANNOUNCED_BY_THE_WORKFLOW})
+            acknowledge_compliance(
+                alarm, {"CloudWatchAlarmAction": ANNOUNCED_BY_THE_WORKFLOW}, packs=("NIST80053R5", "HIPAASecurity")
+            )
         _allow_cloudwatch_to_publish(topic, key)
 
     def _any(self, id: str, metric: cw.Metric, description: str) -> cw.Alarm:
