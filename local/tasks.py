@@ -168,6 +168,8 @@ def required_members_only(resource: str, answer: Any) -> Any:
     if task is None or not task.trimmed or not isinstance(answer, dict):
         return answer
     shape = botocore.session.get_session().get_service_model(task.service).operation_model(task.operation).output_shape
+    if shape is None:  # an operation that answers nothing (DeleteModel)
+        return {}
     keep = set(shape.required_members) | POLLED
     return {name: value for name, value in answer.items() if name in keep}
 
