@@ -7,7 +7,6 @@ import pytest
 
 from local.tasks import SDK, SNS_PUBLISH, TASKS, required_members_only
 
-
 ANSWER_NOTHING = {"DeleteEndpointConfig", "DeleteModel"}  # botocore's model gives them no output shape
 
 
