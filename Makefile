@@ -31,10 +31,11 @@ help: ## This list, and the variables that change what a target does
 #: INPUT=input.json       run: execution input over local/default-input.json
 #: CORPUS=path            run: a corpus file or folder of your own instead of the sample (docs/run-locally.md)
 #: VERBOSE=1              run: the jobs' library logging on the console too
-#: FAULTS=throttle,failed-job,lost-endpoint   run: AWS's errors injected (local/faults.py)
+#: FAULTS=throttle,failed-job,lost-endpoint,missing-quota   run: AWS's errors injected (local/faults.py)
 #: PYTHON=python3.12      the interpreter .venv is built with (3.11 to 3.13); naming another rebuilds .venv
 #: ARCHIVE=model.tar.gz   hf-check: a job's model archive instead of a model made here
 #: ARGS="--preset ..."    estimate: options over the stage's
+#: STOP=1                 destroy: stop the stage's running executions and jobs first (else it refuses)
 
 LOCAL_RUN_ARGS = --stage $(STAGE)$(if $(INPUT), --input $(INPUT))$(if $(CORPUS), --corpus $(abspath $(CORPUS)))$\
 	$(if $(VERBOSE), --verbose)$(if $(FAULTS), --inject-faults $(FAULTS))
@@ -65,8 +66,11 @@ deploy: install ## Deploy the stage to the account of your AWS credentials
 	$(PY) -m cli check --stage $(STAGE)
 	$(CDK) deploy $(CDK_CONTEXT)
 
-destroy: install ## Delete the stage's stack (data kept where retain_data is on)
+# First what the workflow left that holds the stack's network (runs refused unless STOP=1, the endpoint, its
+# configurations and models deleted, SageMaker's network interfaces waited for: cli/stage_resources.py), then cdk.
+destroy: install ## Delete the stage's stack (STOP=1: stop its runs first; data kept where retain_data is on)
 	$(PY) -m cli check --stage $(STAGE)
+	$(PY) -m cli teardown --stage $(STAGE)$(if $(STOP), --stop)
 	$(CDK) destroy $(CDK_CONTEXT)
 
 lint: install ## ruff check and format --check

@@ -5,6 +5,9 @@ python -m cli upload --stage prod ./corpus/ --prefix pile/  # to the raw bucket
 python -m cli start --stage prod --input my-input.json --wait
 python -m cli status | stop [EXECUTION] --stage prod
 python -m cli outputs --stage prod
+python -m cli endpoints [--delete] --stage prod                # the stage's endpoint, its configurations, models
+python -m cli deploy TRAINING_JOB --stage prod --wait           # serve an earlier job's model, no training
+python -m cli teardown [--stop] --stage prod                    # make destroy's first step
 python -m cli generate "def main(" --endpoint NAME | --model model.tar.gz
 """
 
@@ -22,7 +25,8 @@ from cli.errors import CommandError, user_message
 from cli.follow import Follower, execution_arn, follow, latest_execution
 from cli.invoke import error_message, invoke, request_body
 from cli.stage import caller_identity, stack_output, stack_outputs, stage_config, stage_session
-from cli.start import STATE_MACHINE_OUTPUT, execution_console_url, start
+from cli.stage_resources import StageResources, teardown
+from cli.start import STATE_MACHINE_OUTPUT, execution_console_url, start, start_input
 from cli.validate import corpus_bucket, input_errors, modelled_speed, read_input
 from infra.plan_step.execution_input import CORPUS_SUFFIXES
 
@@ -50,6 +54,13 @@ def main(argv: list[str] | None = None) -> int:
     upload_cmd.add_argument("path", type=Path, help=f"a corpus file or folder ({', '.join(CORPUS_SUFFIXES)})")
     upload_cmd.add_argument("--prefix", default="corpus/", help="key prefix in the raw bucket (default corpus/)")
     commands.add_parser("check", help="show whose AWS credentials are in use (make deploy runs it first)")
+    endpoints_cmd = commands.add_parser("endpoints", help="the stage's endpoints and their cost, configs, models")
+    endpoints_cmd.add_argument("--delete", action="store_true", help="delete them: endpoints, then configs, models")
+    deploy_cmd = commands.add_parser("deploy", help="serve an earlier training job's model (no training)")
+    deploy_cmd.add_argument("training_job", help="the training job of this stage whose model to serve")
+    deploy_cmd.add_argument("--wait", action="store_true", help="follow the execution until it ends")
+    teardown_cmd = commands.add_parser("teardown", help="before cdk destroy: remove what the workflow left")
+    teardown_cmd.add_argument("--stop", action="store_true", help="stop running executions and jobs (else refuse)")
     for name in ("invoke", "generate"):
         about = "a deployed endpoint's" if name == "invoke" else "an endpoint's or a local model archive's"
         gen = commands.add_parser(name, help=f"continue a prompt: {about} reply")
@@ -129,6 +140,16 @@ def run(args: argparse.Namespace, session: Any = None) -> int:
         return (follow(session, arn) != "SUCCEEDED") if args.wait else 0
     if args.command in ("status", "stop"):
         return _status_or_stop(args, session)
+    if args.command == "endpoints":
+        return _endpoints(args, session)
+    if args.command == "deploy":
+        arn = start_input(args.stage, {"deploy_from": args.training_job}, None, session)
+        print(f"Started {arn}: the stage's endpoint will serve {args.training_job}'s model\nWatch it: "
+              f"{execution_console_url(arn)}")  # fmt: skip
+        return (follow(session, arn) != "SUCCEEDED") if args.wait else 0
+    if args.command == "teardown":
+        teardown(session, args.stage, args.stop)
+        return 0
     try:
         reply = invoke(args.stage, args.endpoint, _body(args), session)
     except ClientError as error:  # a refused request: the model's own reason
@@ -156,6 +177,18 @@ def _validate(args: argparse.Namespace) -> int:
             f"note: the corpus's bucket {bucket} was taken to be the stack's raw bucket (its name is known only "
             "once deployed); the Plan step refuses it if it is not that bucket and not in the stage's source_buckets"
         )
+    return 0
+
+
+def _endpoints(args: argparse.Namespace, session: Any) -> int:
+    resources = StageResources(session, args.stage)
+    if args.delete:
+        resources.delete_hosting()
+        print(f"Stage {args.stage} has no endpoint, endpoint configuration or model left.")
+        return 0
+    lines = resources.describe_endpoints() or [f"stage {args.stage} has no endpoint"]
+    configs, models = resources.endpoint_configs(), resources.models()
+    print("\n".join([*lines, f"{len(configs)} endpoint configuration(s), {len(models)} model(s) (these cost nothing)"]))
     return 0
 
 

@@ -7,6 +7,7 @@ The state machine is found through the stack's outputs, so nothing but the stage
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
@@ -35,6 +36,15 @@ def start(stage: str, input_path: Path | None, name: str | None, session: Any = 
     payload = input_path.read_text() if input_path else "{}"
     if input_path:
         read_input(input_path)  # a clear error here (not JSON, a key twice), before any call, beats a failed execution
+    return _start(stage, payload, name, session)
+
+
+def start_input(stage: str, execution_input: dict, name: str | None, session: Any = None) -> str:
+    """Starts an execution of ``execution_input`` and returns its ARN."""
+    return _start(stage, json.dumps(execution_input), name, session)
+
+
+def _start(stage: str, payload: str, name: str | None, session: Any) -> str:
     session = session or stage_session(stage)
     arn = stack_output(stack_outputs(session, stage), STATE_MACHINE_OUTPUT, stage)
     response = session.client("stepfunctions").start_execution(

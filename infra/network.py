@@ -57,10 +57,13 @@ class Network(Construct):
 
     Args:
         config: the stage's network settings.
+        cidr: the VPC's address range (``StageConfig.vpc_cidr``).
         flow_log_group: where VPC flow logs go (encrypted, with retention).
     """
 
-    def __init__(self, scope: Construct, id: str, *, config: NetworkConfig, flow_log_group: logs.ILogGroup) -> None:
+    def __init__(
+        self, scope: Construct, id: str, *, config: NetworkConfig, cidr: str, flow_log_group: logs.ILogGroup
+    ) -> None:
         super().__init__(scope, id)
         private = ec2.SubnetType.PRIVATE_ISOLATED if config.isolated else ec2.SubnetType.PRIVATE_WITH_EGRESS
         subnets = [ec2.SubnetConfiguration(name="jobs", subnet_type=private, cidr_mask=20)]
@@ -90,7 +93,7 @@ class Network(Construct):
         self.vpc = ec2.Vpc(
             self,
             "Vpc",
-            ip_addresses=ec2.IpAddresses.cidr("10.20.0.0/16"),
+            ip_addresses=ec2.IpAddresses.cidr(cidr),
             **({"availability_zones": list(config.availability_zones)} if config.availability_zones else {}),
             max_azs=None if config.availability_zones else config.max_azs,
             nat_gateways=config.nat_gateways,

@@ -46,3 +46,26 @@ class Notifications(Construct):
                 conditions={"StringEquals": {"kms:ViaService": f"sns.{Stack.of(self).region}.amazonaws.com"}},
             )
         )
+
+
+def admit_service(topic: sns.ITopic, key: kms.IKey | None, service: str, conditions: dict) -> None:
+    """Lets an AWS service publish to ``topic`` (its policy replaces SNS's default one) under ``conditions``, and
+    use ``key`` for it: the key actions SNS takes for a publisher, only for topics of this account and region (SNS
+    puts the topic's ARN in the encryption context of its data keys). Naming the topic itself there would be a
+    cycle: the topic refers to the key, whose policy would refer to the topic."""
+    stack, principal = Stack.of(topic), iam.ServicePrincipal(service)
+    topic.add_to_resource_policy(
+        iam.PolicyStatement(
+            principals=[principal], actions=["sns:Publish"], resources=[topic.topic_arn], conditions=conditions
+        )
+    )
+    if key:
+        topics = f"arn:{stack.partition}:sns:{stack.region}:{stack.account}:*"
+        key.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[principal],
+                actions=PUBLISH_KEY_ACTIONS,
+                resources=["*"],  # in a key policy "*" means this key
+                conditions={"ArnLike": {"kms:EncryptionContext:aws:sns:topicArn": topics}},
+            )
+        )

@@ -17,14 +17,14 @@ from infra.identity import SageMakerExecutionRole
 from infra.instances import INSTANCE_TYPES
 from infra.log_groups import encrypted_log_group
 from infra.nag import acknowledge_inline_policies
-from infra.naming import retained_name
+from infra.naming import creation_suffix, retained_name
 from infra.network import Network
 from infra.notifications import Notifications
 from infra.observability import console_links
 from infra.observability.alarms import WorkflowAlarms
+from infra.observability.budget import StageBudget
 from infra.observability.dashboard import TrainingDashboard
 from infra.observability.health_alarms import HealthAlarms
-from infra.observability.job_events import JobFailureNotifications
 from infra.plan_step.settings import StackSettings
 from infra.sdk_tables import sdk_settings
 from infra.source_bundle import TrainingPackage
@@ -55,7 +55,7 @@ class PretrainingStack(cdk.Stack):
         storage = config.storage
         self.key = DataKey(self, "DataKey", retain=storage.retain_data, existing_arn=storage.existing.kms_key_arn).key
         flow_logs = encrypted_log_group(self, "FlowLogs", key=self.key, config=storage)
-        self.network = Network(self, "Network", config=config.network, flow_log_group=flow_logs)
+        self.network = Network(self, "Network", config=config.network, cidr=config.vpc_cidr, flow_log_group=flow_logs)
         self.buckets = DataBuckets(self, "Buckets", key=self.key, config=storage)
         self.file_system = DatasetFileSystem(
             self,
@@ -100,6 +100,7 @@ class PretrainingStack(cdk.Stack):
             region=self.region,
             account=self.account,
             job_prefix=job_prefix,
+            stack_creation=creation_suffix(self),
             role_arn=self.execution_role.role.role_arn,
             kms_key_arn=self.key.key_arn,
             raw_bucket=buckets.raw.bucket_name,
@@ -121,6 +122,7 @@ class PretrainingStack(cdk.Stack):
             key=self.key,
             datasets=buckets.datasets,
             raw=buckets.raw,
+            models=buckets.models,
             sources=self.source_buckets,
             log_group=self._log_group("PlanLogs", config),
             reserved_concurrency=config.security.plan_reserved_concurrency,
@@ -164,7 +166,9 @@ class PretrainingStack(cdk.Stack):
         return self.log_groups[id]
 
     def _observability(self, config: StageConfig) -> None:
-        """Alarms (workflow, EFS, training health) and job-failure e-mails to the topic, and the dashboard."""
+        """Alarms (workflow, EFS, training health), the budget, and the dashboard. A failed job is announced once,
+        by the workflow's NotifyFailure (its cause carries the job's FailureReason): no job-event rule and no
+        execution alarm e-mails it again."""
         topic, fs_id = self.notifications.topic, self.file_system.file_system.file_system_id
         machine = self.workflow.state_machine
         self.alarms = WorkflowAlarms(
@@ -176,11 +180,19 @@ class PretrainingStack(cdk.Stack):
             key=self.key,
             efs_throughput_percent=config.observability.efs_throughput_alarm_percent,
         )
+        if config.observability.monthly_budget_usd:
+            StageBudget(
+                self,
+                "Budget",
+                stage=config.name,
+                usd_per_month=config.observability.monthly_budget_usd,
+                topic=topic,
+                key=self.key,
+            )
         gpus = INSTANCE_TYPES[config.training.instance_type].gpus
         self.health_alarms = HealthAlarms(
             self, "HealthAlarms", config=config.observability, gpus_per_host=gpus, topic=topic
         )
-        JobFailureNotifications(self, "JobFailures", job_prefix=self.job_prefix, notifications=self.notifications)
         self.dashboard = TrainingDashboard(
             self,
             "Dashboard",

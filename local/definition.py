@@ -12,6 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 PSEUDO_PARAMETERS = {"AWS::Partition": "aws", "AWS::URLSuffix": "amazonaws.com"}
+# The local stack's id, as CloudFormation shapes one (``arn:...:stack/NAME/UUID``): the creation suffix of
+# ``infra/naming.py`` reads its UUID.
+LOCAL_STACK_UUID = "10ca1000-0000-4000-8000-000000000000"
 
 
 def local_arn(logical_id: str, attribute: str | None = None) -> str:
@@ -28,11 +31,19 @@ def find_state_machine(template: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return machines[0]
 
 
-def resolve_value(value: Any, region: str, account: str, name_of: Callable[[str, str | None], str] = local_arn) -> str:
-    """A template string value (plain, ``Ref``, ``Fn::GetAtt`` or ``Fn::Join`` of those) as a plain string."""
-    pseudo = {**PSEUDO_PARAMETERS, "AWS::Region": region, "AWS::AccountId": account}
+def resolve_value(value: Any, region: str, account: str, name_of: Callable[[str, str | None], str] = local_arn) -> Any:
+    """A template value (plain, ``Ref``, ``Fn::GetAtt``, ``Fn::Join``, ``Fn::Select`` or ``Fn::Split`` of those) as a
+    plain string (a list, for ``Fn::Split``)."""
+    stack_id = f"arn:aws:cloudformation:{region}:{account}:stack/local/{LOCAL_STACK_UUID}"
+    pseudo = {**PSEUDO_PARAMETERS, "AWS::Region": region, "AWS::AccountId": account, "AWS::StackId": stack_id}
     if isinstance(value, str):
         return value
+    if "Fn::Select" in value:
+        index, items = value["Fn::Select"]
+        return resolve_value(items, region, account, name_of)[int(index)]
+    if "Fn::Split" in value:
+        separator, text = value["Fn::Split"]
+        return resolve_value(text, region, account, name_of).split(separator)
     if "Ref" in value:
         return pseudo.get(value["Ref"]) or name_of(value["Ref"], None)
     if "Fn::GetAtt" in value:

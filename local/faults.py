@@ -9,7 +9,11 @@ failed-job     the first SageMaker job the execution runs ends Failed (States.Ta
                execution to NotifyFailure (the failure e-mail) and Failed: the execution FAILS with that error.
 lost-endpoint  the endpoint is gone when it is described: DescribeEndpoint answers ValidationException "Could not
                find endpoint" (SageMaker.SageMakerException, the name throttling has too), which its Retry tries
-               five more times before its Catch sends the execution to NotifyFailure: the execution FAILS.
+               five more times: FindEndpoint's Catch then creates the endpoint, and the poll after CreateEndpoint
+               sends the execution to NotifyFailure: the execution FAILS.
+missing-quota  the account is new: Service Quotas lists no applied SageMaker quota and AWS's default of 0 for each
+               instance quota (local/quotas.py); the Plan step refuses the execution in one line naming the first
+               quota it needs and the count (an InputError, e-mailed without its trace): the execution FAILS.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from infra.workflow.errors import task_service
 from local.jobs.common import JobFailed
 from local.service_errors import ServiceError
 
-KINDS = ("throttle", "failed-job", "lost-endpoint")
+KINDS = ("throttle", "failed-job", "lost-endpoint", "missing-quota")
 THROTTLING_CODES = {  # the code each service throttles with (its API reference's common errors)
     "sagemaker": "ThrottlingException",
     "datasync": "ThrottlingException",

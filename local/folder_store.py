@@ -37,3 +37,7 @@ class FolderStore:
 
     def read_bytes(self, uri: str) -> bytes:
         return self.path(uri).read_bytes()
+
+    def delete(self, uris: list[str]) -> None:
+        for uri in uris:
+            self.path(uri).unlink(missing_ok=True)

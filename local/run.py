@@ -1,7 +1,7 @@
 """``make run``: synthesize the stack and run its state machine on this machine, end to end, no AWS account.
 
     python -m local.run [--input my-input.json] [--corpus PATH] [--execution-name NAME] [--stage dev] [--verbose]
-                        [--inject-faults throttle,failed-job,lost-endpoint]
+                        [--inject-faults throttle,failed-job,lost-endpoint,missing-quota]
 
 1. ``cdk synth`` writes the template (cdk-nag included) and the assets, as for a deployment;
 2. the assets are "published" to a folder that stands in for S3 (``runs/s3``), with a sample corpus;
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         type=parse_kinds,
         default=(),
         metavar="KINDS",
-        help="comma list of throttle (every call once), failed-job, lost-endpoint; see local/faults.py",
+        help="comma list of throttle (every call once), failed-job, lost-endpoint, missing-quota; see local/faults.py",
     )
     parser.add_argument(
         "--interrupt-at-step",

@@ -22,6 +22,7 @@ from typing import Any
 import botocore.session
 
 from infra.plan_step.plan import plan_execution
+from infra.plan_step.quotas import ServiceQuotas
 from local import datasync, hosting
 from local.faults import Faults
 from local.folder_store import FolderStore
@@ -29,6 +30,7 @@ from local.jobs.common import JobFailed
 from local.jobs.console import Echo
 from local.jobs.processing import run_processing_job
 from local.jobs.training import run_training_job
+from local.quotas import LocalServiceQuotas
 from local.service_errors import ServiceError, as_task_error
 from local.stack import LocalStack
 
@@ -75,6 +77,12 @@ class Call:
         return Path(self.context.efs)
 
     @property
+    def hosting(self) -> Path:
+        """The stage's endpoints, configurations and models (``runs/hosting``, beside the store): they outlive an
+        execution, as they do in AWS."""
+        return Path(self.context.store).with_name("hosting")
+
+    @property
     def echo(self) -> Echo:
         return "all" if self.context.verbose else "progress"
 
@@ -112,22 +120,32 @@ TASKS = {
         ),
     ),
     f"{SAGEMAKER}createModel": Task(
-        "sagemaker",
-        "CreateModel",
-        lambda call: hosting.create_model(call.parameters, call.store, call.execution / "hosting"),
+        "sagemaker", "CreateModel", lambda call: hosting.create_model(call.parameters, call.store, call.hosting)
     ),
     f"{SAGEMAKER}createEndpointConfig": Task(
-        "sagemaker",
-        "CreateEndpointConfig",
-        lambda call: hosting.create_endpoint_config(call.parameters, call.execution / "hosting"),
+        "sagemaker", "CreateEndpointConfig", lambda call: hosting.create_endpoint_config(call.parameters, call.hosting)
     ),
     f"{SAGEMAKER}createEndpoint": Task(
-        "sagemaker", "CreateEndpoint", lambda call: hosting.create_endpoint(call.parameters, call.execution / "hosting")
+        "sagemaker", "CreateEndpoint", lambda call: hosting.create_endpoint(call.parameters, call.hosting)
+    ),
+    f"{SAGEMAKER}updateEndpoint": Task(
+        "sagemaker", "UpdateEndpoint", lambda call: hosting.update_endpoint(call.parameters, call.hosting)
     ),
     f"{SDK}sagemaker:describeEndpoint": Task(
+        "sagemaker", "DescribeEndpoint", lambda call: hosting.describe_endpoint(call.parameters, call.hosting)
+    ),
+    f"{SDK}sagemaker:describeEndpointConfig": Task(
         "sagemaker",
-        "DescribeEndpoint",
-        lambda call: hosting.describe_endpoint(call.parameters, call.execution / "hosting"),
+        "DescribeEndpointConfig",
+        lambda call: hosting.describe_endpoint_config(call.parameters, call.hosting),
+    ),
+    f"{SDK}sagemaker:deleteEndpointConfig": Task(
+        "sagemaker",
+        "DeleteEndpointConfig",
+        lambda call: hosting.delete_endpoint_config(call.parameters, call.hosting),
+    ),
+    f"{SDK}sagemaker:deleteModel": Task(
+        "sagemaker", "DeleteModel", lambda call: hosting.delete_model(call.parameters, call.hosting)
     ),
     f"{SDK}datasync:startTaskExecution": Task(
         "datasync",
@@ -150,6 +168,8 @@ def required_members_only(resource: str, answer: Any) -> Any:
     if task is None or not task.trimmed or not isinstance(answer, dict):
         return answer
     shape = botocore.session.get_session().get_service_model(task.service).operation_model(task.operation).output_shape
+    if shape is None:  # an operation that answers nothing (DeleteModel)
+        return {}
     keep = set(shape.required_members) | POLLED
     return {name: value for name, value in answer.items() if name in keep}
 
@@ -158,7 +178,8 @@ def handle(context: RunContext, resource: str, parameters: Any) -> Any:
     stack = LocalStack.load(Path(context.cdk_out), context.stack_name)
     store = FolderStore(context.store)
     if resource == stack.plan_function_name():
-        return plan_execution(parameters["input"], parameters["execution_name"], stack.settings(), store)
+        quotas = ServiceQuotas(LocalServiceQuotas(new_account="missing-quota" in context.faults))
+        return plan_execution(parameters["input"], parameters["execution_name"], stack.settings(), store, quotas)
     if resource not in TASKS:
         raise NotImplementedError(f"no local handler for {resource}")
     return TASKS[resource].run(Call(parameters, context, stack, store))

@@ -12,15 +12,20 @@ from typing import Any
 
 from local import tasks
 
-ENDPOINT = "gpt-dev-faults-end"
+ENDPOINT, CONFIG, OLD_CONFIG = "gpt-dev-endpoint", "gpt-dev-faults-epc", "gpt-dev-earlier-epc"
 # The Plan step's answer: every step runs (tokenizer, shards, staging, training, deployment).
 PLAN = {
     "preprocess": {"run": True, "train_tokenizer": True, "dataset_ready": False},
     "stage_to_efs": True,
+    "train": True,
+    "trained_earlier": None,
     "deploy": True,
     "datasync_include": "/datasets/faults/*",
-    "names": {"endpoint": ENDPOINT},
-    "requests": {kind: {} for kind in ("tokenizer", "shards", "training", "model", "endpoint_config", "endpoint")},
+    "names": {"endpoint": ENDPOINT, "endpoint_config": CONFIG},
+    "requests": {
+        kind: {}
+        for kind in ("tokenizer", "shards", "training", "model", "endpoint_config", "endpoint", "endpoint_update")
+    },
     "checkpoint_uri": "s3://checkpoints/faults/",
     "training_report_uri": "s3://models/faults/report.html",
     "hf_checkpoint": "hf/ in s3://models/faults/model.tar.gz",
@@ -36,7 +41,16 @@ ANSWERS = {
     "CreateModel": {"ModelArn": "arn:aws:sagemaker:local:000000000000:model/m"},
     "CreateEndpointConfig": {"EndpointConfigArn": "arn:aws:sagemaker:local:000000000000:endpoint-config/c"},
     "CreateEndpoint": {"EndpointArn": f"arn:aws:sagemaker:local:000000000000:endpoint/{ENDPOINT}"},
-    "DescribeEndpoint": {"EndpointName": ENDPOINT, "EndpointStatus": "InService"},
+    # The stage's endpoint exists and serves this execution's configuration once updated (FindEndpoint's answer too,
+    # which then names the same configuration: the answers do not change with the calls).
+    "DescribeEndpoint": {"EndpointName": ENDPOINT, "EndpointStatus": "InService", "EndpointConfigName": CONFIG},
+    "UpdateEndpoint": {"EndpointArn": f"arn:aws:sagemaker:local:000000000000:endpoint/{ENDPOINT}"},
+    "DescribeEndpointConfig": {
+        "EndpointConfigName": OLD_CONFIG,
+        "ProductionVariants": [{"VariantName": "AllTraffic", "ModelName": "gpt-dev-earlier-mdl"}],
+    },
+    "DeleteEndpointConfig": {},
+    "DeleteModel": {},
     "StartTaskExecution": {"TaskExecutionArn": "arn:aws:datasync:local:0:task/t/execution/e"},
     "DescribeTaskExecution": {"Status": "SUCCESS"},
     "Publish": {"MessageId": "local"},

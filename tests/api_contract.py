@@ -26,6 +26,7 @@ REQUEST_OPERATIONS = {
     "model": "CreateModel",
     "endpoint_config": "CreateEndpointConfig",
     "endpoint": "CreateEndpoint",
+    "endpoint_update": "UpdateEndpoint",
 }
 
 
@@ -155,3 +156,41 @@ def task_operation(resource: str) -> tuple[str, str] | None:
 def static_parameter_keys(parameters: dict[str, Any]) -> set[str]:
     """A Parameters block's top-level keys as the operation sees them (``Name.$`` is the member ``Name``)."""
     return {key.removesuffix(".$") for key in parameters}
+
+
+# What each call needs of its caller's role (Step Functions' IAM for the integrations, the API permissions
+# reference); ``kms:CreateGrant`` because the endpoint configuration may name the data key.
+STATE_MACHINE_NEEDS = {
+    "sagemaker:createProcessingJob.sync": [
+        "sagemaker:CreateProcessingJob",
+        "sagemaker:DescribeProcessingJob",
+        "sagemaker:StopProcessingJob",
+        "sagemaker:AddTags",
+        "iam:PassRole",
+        "events:PutTargets",
+        "events:PutRule",
+        "events:DescribeRule",
+    ],
+    "sagemaker:createTrainingJob.sync": [
+        "sagemaker:CreateTrainingJob",
+        "sagemaker:DescribeTrainingJob",
+        "sagemaker:StopTrainingJob",
+        "sagemaker:AddTags",
+        "iam:PassRole",
+        "events:PutTargets",
+        "events:PutRule",
+        "events:DescribeRule",
+    ],
+    "sagemaker:createModel": ["sagemaker:CreateModel", "sagemaker:AddTags", "iam:PassRole"],
+    "sagemaker:createEndpointConfig": ["sagemaker:CreateEndpointConfig", "sagemaker:AddTags"],
+    "sagemaker:createEndpoint": ["sagemaker:CreateEndpoint", "sagemaker:AddTags", "kms:CreateGrant"],
+    # UpdateEndpoint (Step Functions' IAM page for SageMaker): the endpoint's new configuration names the data key.
+    "sagemaker:updateEndpoint": ["sagemaker:UpdateEndpoint", "kms:CreateGrant"],
+    "aws-sdk:sagemaker:describeEndpoint": ["sagemaker:DescribeEndpoint"],
+    "aws-sdk:sagemaker:describeEndpointConfig": ["sagemaker:DescribeEndpointConfig"],
+    "aws-sdk:sagemaker:deleteEndpointConfig": ["sagemaker:DeleteEndpointConfig"],
+    "aws-sdk:sagemaker:deleteModel": ["sagemaker:DeleteModel"],
+    "aws-sdk:datasync:startTaskExecution": ["datasync:StartTaskExecution"],
+    "aws-sdk:datasync:describeTaskExecution": ["datasync:DescribeTaskExecution"],
+    "sns:publish": ["sns:Publish"],
+}

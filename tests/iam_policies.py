@@ -85,6 +85,14 @@ class PolicyReader:
                 return self.render(arg)
         raise ValueError(f"cannot render {value!r}")
 
+    def principals(self, principal: Any) -> list[str]:
+        """Each principal a statement names (IAM merges statements that differ only in their service principals)."""
+        if isinstance(principal, dict) and len(principal) == 1:
+            ((kind, value),) = principal.items()
+            if isinstance(value, list):
+                return [self.principal({kind: v}) for v in value]
+        return [self.principal(principal)]
+
     def principal(self, principal: Any) -> str:
         if principal == "*" or principal == {"AWS": "*"}:
             return "*"
@@ -142,16 +150,16 @@ class PolicyReader:
                     out += [self._statement(holder, "", s, source) for s in props["PolicyDocument"]["Statement"]]
             elif kind == "AWS::KMS::Key":
                 for s in props["KeyPolicy"]["Statement"]:
-                    out.append(self._statement(source, self.principal(s["Principal"]), s, source))
+                    out += [self._statement(source, p, s, source) for p in self.principals(s["Principal"])]
             elif kind == "AWS::EC2::VPCEndpoint" and "PolicyDocument" in props:
                 for s in props["PolicyDocument"]["Statement"]:
-                    out.append(self._statement(source, self.principal(s["Principal"]), s, source))
+                    out += [self._statement(source, p, s, source) for p in self.principals(s["Principal"])]
             elif kind in ("AWS::S3::BucketPolicy", "AWS::SNS::TopicPolicy"):
                 targets = [props["Bucket"]] if "Bucket" in props else props["Topics"]
                 for target in targets:
                     holder = self.render(target).strip("${}")
                     for s in props["PolicyDocument"]["Statement"]:
-                        out.append(self._statement(holder, self.principal(s["Principal"]), s, source))
+                        out += [self._statement(holder, p, s, source) for p in self.principals(s["Principal"])]
             elif kind == "AWS::Lambda::Permission" or {"PolicyDocument", "FileSystemPolicy", "Policy"} & set(props):
                 raise AssertionError(f"{source}: {kind} carries a policy this reader does not know; add it")
         return out

@@ -14,7 +14,6 @@ ROLES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "Workflow/StateMachineRole": ("service:states.amazonaws.com", ("aws:SourceAccount", "aws:SourceArn"), ()),
     "DatasetSync/BucketAccessRole": ("service:datasync.amazonaws.com", ("aws:SourceAccount", "aws:SourceArn"), ()),
     "DatasetSync/FileSystemAccessRole": ("service:datasync.amazonaws.com", ("aws:SourceAccount", "aws:SourceArn"), ()),
-    "JobFailures/PublishRole": ("service:events.amazonaws.com", (), ()),
     "Network/FlowLogsRole": ("service:vpc-flow-logs.amazonaws.com", ("aws:SourceAccount", "aws:SourceArn"), ()),
     "Custom::VpcRestrictDefaultSGCustomResourceProvider/Role": (
         "service:lambda.amazonaws.com",
@@ -83,12 +82,15 @@ PERMISSIONS: dict[str, dict[str, list[str]]] = {
             "s3:ListBucket",
             "s3:GetObject",
             "s3:PutObject",
+            "s3:DeleteObject",
             "kms:GenerateDataKey if kms:ViaService",
             "kms:Decrypt",
             "logs:CreateLogStream",
             "logs:PutLogEvents",
             "xray:PutTelemetryRecords",
             "xray:PutTraceSegments",
+            "servicequotas:ListServiceQuotas",
+            "servicequotas:ListAWSDefaultServiceQuotas",
         ],
     },
     "Workflow/StateMachineRole": {
@@ -105,7 +107,11 @@ PERMISSIONS: dict[str, dict[str, list[str]]] = {
             "sagemaker:CreateModel",
             "sagemaker:CreateEndpointConfig",
             "sagemaker:CreateEndpoint",
+            "sagemaker:UpdateEndpoint",
             "sagemaker:DescribeEndpoint",
+            "sagemaker:DescribeEndpointConfig",
+            "sagemaker:DeleteEndpointConfig",
+            "sagemaker:DeleteModel",
             "kms:CreateGrant if kms:GrantIsForAWSResource, kms:ViaService",
             "iam:PassRole if iam:PassedToService",
             "events:PutTargets",
@@ -149,9 +155,6 @@ PERMISSIONS: dict[str, dict[str, list[str]]] = {
             "elasticfilesystem:ClientRootAccess",
         ],
     },
-    "JobFailures/PublishRole": {
-        "self": ["sns:Publish", "kms:Decrypt if kms:ViaService", "kms:GenerateDataKey if kms:ViaService"],
-    },
     "Network/FlowLogsRole": {
         "self": ["logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"],
     },
@@ -176,14 +179,18 @@ PERMISSIONS: dict[str, dict[str, list[str]]] = {
                 "kms:GenerateDataKeyWithoutPlaintext",
             )
         ],
-        "service:cloudwatch.amazonaws.com": [
-            "kms:Decrypt if kms:EncryptionContext:aws:sns:topicArn",
-            "kms:GenerateDataKey if kms:EncryptionContext:aws:sns:topicArn",
-        ],
+        **{
+            f"service:{service}.amazonaws.com": [
+                "kms:Decrypt if kms:EncryptionContext:aws:sns:topicArn",
+                "kms:GenerateDataKey if kms:EncryptionContext:aws:sns:topicArn",
+            ]
+            for service in ("cloudwatch", "budgets")
+        },
     },
     "Notifications/Topic": {
         "*": ["deny sns:Publish if aws:SecureTransport"],
         "service:cloudwatch.amazonaws.com": ["sns:Publish if aws:SourceArn"],
+        "service:budgets.amazonaws.com": ["sns:Publish if aws:SourceAccount, aws:SourceArn"],
     },
     "Buckets/AccessLogs": {
         "*": TLS_ONLY,
@@ -263,6 +270,10 @@ ANY_RESOURCE: dict[str, str] = {
     },
     "ec2:DescribeVpcs": "EC2 Describe* actions have no resource-level permissions",
     "ecr:GetAuthorizationToken": "account-wide token, no resource-level permission",
+    **{
+        f"servicequotas:{a}": "Service Quotas' List actions have no resource-level permission (read-only)"
+        for a in ("ListServiceQuotas", "ListAWSDefaultServiceQuotas")
+    },
     "cloudwatch:PutMetricData": "no resource-level permission; limited by the cloudwatch:namespace condition",
     **{
         f"xray:{a}": "X-Ray has no resource-level permissions for tracing"

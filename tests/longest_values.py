@@ -22,6 +22,8 @@ PSEUDO = {
     "AWS::Partition": "aws",  # every region in REGIONS is in it
     "AWS::URLSuffix": "amazonaws.com",
     "AWS::StackName": "s" * 128,
+    "AWS::StackId": "arn:aws:cloudformation:${AWS::Region}:${AWS::AccountId}:stack/" + "s" * 128 + "/"
+    "01234567-89ab-cdef-0123-456789abcdef",
 }
 HEX = "0123456789abcdef0"  # the 17 hex digits of an EC2 or EFS id
 UUID = "01234567-89ab-cdef-0123-456789abcdef"
@@ -65,7 +67,7 @@ class LongestValues:
 
     def reference(self, logical_id: str, attribute: str | None) -> str:
         if logical_id in PSEUDO:
-            return PSEUDO[logical_id]
+            return self.sub(PSEUDO[logical_id])
         kind = self.resources[logical_id]["Type"]
         if (kind, attribute) not in LONGEST:
             raise KeyError(f"no longest value for {kind} {attribute or 'Ref'} ({logical_id}); add it to LONGEST")
@@ -91,6 +93,10 @@ class LongestValues:
                 return arg[0].join(self.value(arg[1]))
             if fn == "Fn::Sub" and isinstance(arg, str):
                 return self.value(self.sub(arg))
+            if fn == "Fn::Select":
+                return self.value(arg[1])[int(arg[0])]
+            if fn == "Fn::Split":
+                return self.value(arg[1]).split(arg[0])
             raise ValueError(f"cannot resolve {fn}")
         if isinstance(value, dict):
             return {k: self.value(v) for k, v in value.items()}

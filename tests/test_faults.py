@@ -45,7 +45,8 @@ def test_one_throttling_error_in_every_service_call_is_retried_and_the_execution
     retried = {line.split(":")[0].removeprefix("↻ ") for line in console.splitlines() if line.startswith("↻ ")}
     assert retried == {
         "Plan", "TrainTokenizer", "WriteShards", "StartDataSync", "DescribeDataSync", "Train", "CreateModel",
-        "CreateEndpointConfig", "CreateEndpoint", "DescribeEndpoint", "NotifySuccess",
+        "CreateEndpointConfig", "FindEndpoint", "UpdateEndpoint", "DescribeUpdatedEndpoint",
+        "DescribeOldEndpointConfig", "DeleteOldEndpointConfig", "DeleteOldModel", "NotifySuccess",
     }  # fmt: skip
     assert "GPT pre-training succeeded" in notifications
 
@@ -60,7 +61,9 @@ def test_a_failed_job_goes_to_the_failure_notification(definition_file, tmp_path
 def test_a_lost_endpoint_is_retried_then_goes_to_the_failure_notification(definition_file, tmp_path):
     result, console, notifications = execute(definition_file, tmp_path, "lost-endpoint")
     assert (result["status"], result["error"]) == ("FAILED", "SageMaker.SageMakerException"), console[-3000:]
+    assert console.count("↻ FindEndpoint: retry") == 5  # none yet, or throttled: the same error name
+    assert "→ FindEndpoint: caught, going to CreateEndpoint" in console  # the stage's first endpoint
     assert console.count("↻ DescribeEndpoint: retry") == 5  # MaxAttempts: retries after the first call
     assert "→ DescribeEndpoint: caught, going to NotifyFailure" in console
-    assert result["cause"].startswith('Could not find endpoint "gpt-dev-faults-end". (Service: SageMaker')
+    assert result["cause"].startswith('Could not find endpoint "gpt-dev-endpoint". (Service: SageMaker')
     assert "GPT pre-training failed" in notifications and "Error: SageMaker.SageMakerException" in notifications

@@ -40,6 +40,15 @@ def test_config_passes_an_overrides_file_to_synth_diff_deploy_and_the_estimate()
     assert estimate.endswith(f"-m infra.estimate --stage dev --config {ROOT / 'o.json'}")
 
 
+def test_destroy_first_removes_what_the_workflow_left_then_runs_cdk():
+    commands = [line.strip() for line in make("-n", "destroy", "STAGE=prod").splitlines()]
+    teardown = next(i for i, c in enumerate(commands) if "-m cli teardown --stage prod" in c)
+    cdk = next(i for i, c in enumerate(commands) if c.startswith("node_modules/.bin/cdk destroy"))
+    assert teardown < cdk and not commands[teardown].endswith("--stop")  # running work is refused, not stopped
+    stopping = make("-n", "destroy", "STAGE=prod", "STOP=1")
+    assert "-m cli teardown --stage prod --stop" in stopping
+
+
 def dry_install(venv: Path, *args: str) -> subprocess.CompletedProcess:
     """``make -n`` of the .venv's install, for a .venv at ``venv`` (nothing is run)."""
     argv = ["make", "-n", f"VENV={venv}", f"{venv}/.installed", *args]

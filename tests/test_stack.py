@@ -188,6 +188,8 @@ def test_roles_are_scoped(dev_template: Template):
         "logs:PutResourcePolicy",
         "logs:DescribeResourcePolicies",
         "logs:DescribeLogGroups",
+        "servicequotas:ListServiceQuotas",
+        "servicequotas:ListAWSDefaultServiceQuotas",
     }  # actions without resource-level permissions
     for policy in resources(dev_template, "AWS::IAM::Policy").values():
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]:

@@ -12,12 +12,12 @@ from tests.synth import cli_context
 
 
 def load(stage: dict | None = None, **context) -> StageConfig:
-    return load_stage_config({"stage": "s", "stages": {"s": stage or {}}, **context})
+    return load_stage_config({"stage": "dev", "stages": {"dev": stage or {}}, **context})
 
 
 def test_defaults_are_valid_and_typed():
     config = load()
-    assert config.name == "s"
+    assert config.name == "dev"
     assert config.account == PLACEHOLDER_ACCOUNT
     assert config.training.shape.d_model == 768  # gpt3-125m
     assert config.training.data_parallel_replicas == 8  # one ml.p4d.24xlarge: 8 GPUs
@@ -39,10 +39,9 @@ def test_stage_values_override_defaults_and_file_overrides_stage(tmp_path):
 
 
 def test_default_account_comes_from_the_caller_unless_the_stage_names_one():
-    assert (
-        load_stage_config({"stage": "s", "stages": {"s": {}}}, default_account="210987654321").account == "210987654321"
-    )
-    named = {"stage": "s", "stages": {"s": {"account": "111122223333"}}}
+    config = load_stage_config({"stage": "dev", "stages": {"dev": {}}}, default_account="210987654321")
+    assert config.account == "210987654321"
+    named = {"stage": "dev", "stages": {"dev": {"account": "111122223333"}}}
     assert load_stage_config(named, default_account="210987654321").account == "111122223333"
 
 

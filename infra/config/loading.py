@@ -10,6 +10,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from infra.config.operating import check_distinct_networks
 from infra.config.sections import PLACEHOLDER_ACCOUNT, ConfigError, StageConfig
 from infra.config.validation import validate
 from infra.training_code import training_module
@@ -30,6 +31,7 @@ def load_stage_config(context: dict[str, Any], default_account: str | None = Non
     """
     config = build_stage_config(context, default_account)
     validate(config)
+    check_distinct_networks(config, context.get("stages") or {})
     return config
 
 

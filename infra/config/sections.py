@@ -6,6 +6,7 @@ Also the tables the checks read (regions, log retentions, packs) and :class:`Con
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from typing import Any
 
 from infra.instances import INSTANCE_TYPES
@@ -59,6 +60,7 @@ STATE_MACHINE_LOG_LEVELS = ("ALL", "ERROR")
 MAX_VOCAB = 2**32  # token ids are stored as uint32 at most
 # cdk-nag's packs by class name without "Checks" (infra/nag.py runs them); AwsSolutions always runs.
 COMPLIANCE_PACKS = ("AwsSolutions", "NIST80053R5", "HIPAASecurity", "PCIDSS321")
+STAGE_NAME = r"[a-z][a-z0-9]{0,19}"  # no '-': gpt-<stage>- must not begin another stage's names
 BUCKET_NAME = r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"
 ECR_IMAGE = r"\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/[a-z0-9][a-z0-9._/-]*(:[\w.-]+|@sha256:[0-9a-f]{64})"
 
@@ -90,12 +92,15 @@ class NetworkConfig:
             placed in them: choose zones where every endpoint's service is offered (README, "Deploying to AWS").
         nat_gateways: NAT gateways for egress from the private subnets (default 1; 0 needs ``isolated``).
         isolated: no internet egress at all; AWS services are reached through VPC interface endpoints.
+        cidr: the VPC's address range, a /16 to /20 of 10.0.0.0/8 (default: ``10.N.0.0/16``, N from 32 to 231
+            drawn from the stage's name, ``infra/config/operating.py``), distinct from every other stage's in cdk.json.
     """
 
     max_azs: int = 2
     availability_zones: tuple[str, ...] = ()
     nat_gateways: int = 1
     isolated: bool = False
+    cidr: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -280,6 +285,10 @@ class ObservabilityConfig:
         log_execution_data: include each state's input and output in the log (default true).
         efs_throughput_alarm_percent: alarm when EFS throughput stays above this share of the permitted
             throughput for 5 minutes (default 80).
+        monthly_budget_usd: an AWS Budgets cost budget on the stage's ``stage`` tag that e-mails the topic at 80%
+            of actual and 100% of forecast spend, in US dollars a month (default 1,000; 0: no budget).
+        unsubscribed_reason: why a stage other than dev has no ``notification_email`` (at least 20 characters);
+            without one such a stage is refused, since its alarms would reach nobody.
     """
 
     debugger: bool = False
@@ -298,6 +307,8 @@ class ObservabilityConfig:
     state_machine_log_level: str = "ALL"
     log_execution_data: bool = True
     efs_throughput_alarm_percent: int = 80
+    monthly_budget_usd: int = 1000
+    unsubscribed_reason: str = ""
 
     def health_rules(self) -> dict[str, float | int]:
         """The thresholds train.py's health rules take (hyperparameter ``health_rules``)."""
@@ -362,3 +373,14 @@ class StageConfig:
     def job_prefix(self) -> str:
         """What every job, model, endpoint and the state machine of this stage is named from."""
         return f"gpt-{self.name}"
+
+    @property
+    def vpc_cidr(self) -> str:
+        """``network.cidr``, else ``10.N.0.0/16`` with N from 32 to 231 drawn from the stage's name."""
+        return self.network.cidr or default_cidr(self.name)
+
+
+def default_cidr(stage: str) -> str:
+    """A stage's default VPC range: the same for the same name everywhere, another for another name (mostly: the
+    load checks the stages of cdk.json against each other)."""
+    return f"10.{32 + int(hashlib.sha256(stage.encode()).hexdigest(), 16) % 200}.0.0/16"

@@ -10,6 +10,7 @@ import typing
 from typing import Any
 
 from infra.aws_limits import S3_MAX_OBJECT_MB, SAGEMAKER_MAX_RUN_HOURS, aws_limits
+from infra.config.operating import validate_operations
 from infra.config.sections import (
     BUCKET_NAME,
     COMPLIANCE_PACKS,
@@ -18,6 +19,7 @@ from infra.config.sections import (
     MAX_VOCAB,
     PROFILING_INTERVALS_MS,
     REGIONS,
+    STAGE_NAME,
     STATE_MACHINE_LOG_LEVELS,
     ConfigError,
     NetworkConfig,
@@ -74,8 +76,13 @@ def _one_of(field: str, value: Any, choices: typing.Iterable[Any]) -> None:
 
 def validate(config: StageConfig) -> None:
     """Raises ConfigError for the first invalid value; returns None when the stage is usable."""
-    if not re.fullmatch(r"[a-z][a-z0-9-]{0,19}", config.name):
-        raise ConfigError("stage", config.name, "lower-case letters, digits and '-', at most 20 characters")
+    if not re.fullmatch(STAGE_NAME, config.name):
+        raise ConfigError(
+            "stage",
+            config.name,
+            "lower-case letters and digits, starting with a letter, at most 20 (no '-': every IAM scope and event "
+            "rule of stage NAME is gpt-NAME-*, which stage NAME-x's names would match too), e.g. prodeu",
+        )
     if not re.fullmatch(r"\d{12}", config.account):
         raise ConfigError("account", config.account, "a 12-digit AWS account id")
     _one_of("region", config.region, REGIONS)
@@ -96,6 +103,7 @@ def validate(config: StageConfig) -> None:
     _positive("deploy.instance_count", config.deploy.instance_count)
     _validate_observability(config.observability)
     _validate_security(config.security)
+    validate_operations(config)
     check_fit(config.training, config.preprocessing.vocab_size)
 
 

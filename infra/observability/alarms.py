@@ -1,28 +1,36 @@
-"""Alarms that e-mail the stack's topic: an execution failed or timed out, EFS throughput near its limit."""
+"""The workflow's alarms: an execution failed or timed out (on the dashboard; the workflow's own NotifyFailure
+e-mails each failure, with its cause, once), EFS throughput near its limit (e-mailed to the stack's topic)."""
 
 from __future__ import annotations
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as actions
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from infra.notifications import PUBLISH_KEY_ACTIONS
+from infra.nag import acknowledge_compliance
+from infra.notifications import admit_service
 from infra.observability import efs_metrics
 
 EFS_PERIOD = cdk.Duration.minutes(1)
+ANNOUNCED_BY_THE_WORKFLOW = (
+    "Every failure path of the workflow ends in its NotifyFailure state, which e-mails the stack's topic the "
+    "execution, the error and its cause once; an alarm action here would e-mail each failure a second time saying "
+    "less. The alarm stays for its state on the dashboard."
+)
 EFS_MINUTES = 5  # consecutive minutes above the threshold before the alarm fires
 
 
 class WorkflowAlarms(Construct):
-    """CloudWatch alarms with the topic as their alarm action.
+    """CloudWatch alarms; the EFS alarm has the topic as its alarm action.
 
     Args:
-        state_machine: the workflow; any failed or timed-out execution alarms (one minute, no waiting).
+        state_machine: the workflow; any failed or timed-out execution alarms (one minute, no waiting), without an
+            action: every failure path of the workflow ends in NotifyFailure, whose e-mail names the execution, the
+            error and its cause, and a second e-mail saying less would only double each one.
         file_system_id: the datasets file system.
         topic: where alarms are sent; encrypted topics get a key grant for CloudWatch.
         key: the topic's KMS key (default none: an unencrypted topic).
@@ -63,8 +71,11 @@ class WorkflowAlarms(Construct):
             ),
         )
         self.alarms: list[cw.Alarm] = [self.execution_failed, self.execution_timed_out, self.efs_throughput]
-        for alarm in self.alarms:
-            alarm.add_alarm_action(actions.SnsAction(topic))
+        self.efs_throughput.add_alarm_action(actions.SnsAction(topic))
+        for alarm in (self.execution_failed, self.execution_timed_out):
+            acknowledge_compliance(
+                alarm, {"CloudWatchAlarmAction": ANNOUNCED_BY_THE_WORKFLOW}, packs=("NIST80053R5", "HIPAASecurity")
+            )
         _allow_cloudwatch_to_publish(topic, key)
 
     def _any(self, id: str, metric: cw.Metric, description: str) -> cw.Alarm:
@@ -77,34 +88,15 @@ class WorkflowAlarms(Construct):
             comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             evaluation_periods=1,
             treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
-            alarm_description=f"{description}; the execution's history says which state and why.",
+            alarm_description=(
+                f"{description}; the execution's history says which state and why, and the failure e-mail (its "
+                "NotifyFailure state) said so once already."
+            ),
         )
 
 
 def _allow_cloudwatch_to_publish(topic: sns.ITopic, key: kms.IKey | None) -> None:
-    """The topic's policy replaces SNS's default one, and its key must let CloudWatch encrypt the message."""
+    """The alarms of this account and region may publish to the (encrypted) topic."""
     stack = cdk.Stack.of(topic)
-    cloudwatch = iam.ServicePrincipal("cloudwatch.amazonaws.com")
-    topic.add_to_resource_policy(
-        iam.PolicyStatement(
-            principals=[cloudwatch],
-            actions=["sns:Publish"],
-            resources=[topic.topic_arn],
-            conditions={
-                "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:cloudwatch:{stack.region}:{stack.account}:alarm:*"}
-            },
-        )
-    )
-    if key:
-        # The key actions SNS takes for a publisher, only for topics of this account and region (SNS puts the
-        # topic's ARN in the encryption context of its data keys). Naming the topic itself would be a cycle:
-        # the topic refers to the key, whose policy would refer to the topic.
-        topics = f"arn:{stack.partition}:sns:{stack.region}:{stack.account}:*"
-        key.add_to_resource_policy(
-            iam.PolicyStatement(
-                principals=[cloudwatch],
-                actions=PUBLISH_KEY_ACTIONS,
-                resources=["*"],  # in a key policy "*" means this key
-                conditions={"ArnLike": {"kms:EncryptionContext:aws:sns:topicArn": topics}},
-            )
-        )
+    alarms = f"arn:{stack.partition}:cloudwatch:{stack.region}:{stack.account}:alarm:*"
+    admit_service(topic, key, "cloudwatch.amazonaws.com", {"ArnLike": {"aws:SourceArn": alarms}})

@@ -135,6 +135,8 @@ class WorkflowInput:
         force_preprocess: preprocess even when the dataset's manifest already exists.
         resume: continue the run ``run_name`` names on this execution's dataset even when it was planned with
             another (``runs.py``); a run of another shape is refused whatever this says.
+        deploy_from: an earlier training job of this stage (``gpt-<stage>-...-trn``) whose model the stage's endpoint
+            serves; nothing is preprocessed or trained (``infra/plan_step/deployment.py``).
     """
 
     corpus: CorpusInput = CorpusInput()
@@ -146,6 +148,7 @@ class WorkflowInput:
     hyperparameters: dict[str, Any] = dataclasses.field(default_factory=dict)
     force_preprocess: bool = False
     resume: bool = False
+    deploy_from: str | None = None
 
     @property
     def vocab_size(self) -> int:

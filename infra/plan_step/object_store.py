@@ -13,6 +13,9 @@ def split_uri(uri: str) -> tuple[str, str]:
     return bucket, key
 
 
+DELETE_BATCH = 1000  # DeleteObjects takes at most 1,000 keys
+
+
 class ObjectStore(Protocol):
     def list(self, prefix_uri: str) -> list[tuple[str, int]]:
         """(URI, size in bytes) of every object under the prefix, sorted by URI."""
@@ -21,6 +24,9 @@ class ObjectStore(Protocol):
 
     def read_bytes(self, uri: str) -> bytes:
         """The object's content."""
+
+    def delete(self, uris: list[str]) -> None:
+        """Deletes the objects (of one bucket); a versioned bucket keeps them as noncurrent versions."""
 
 
 class S3Store:
@@ -45,3 +51,12 @@ class S3Store:
     def read_bytes(self, uri: str) -> bytes:
         bucket, key = split_uri(uri)
         return self._s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+
+    def delete(self, uris: list[str]) -> None:
+        for start in range(0, len(uris), DELETE_BATCH):
+            batch = [split_uri(uri) for uri in uris[start : start + DELETE_BATCH]]
+            objects = [{"Key": key} for _, key in batch]
+            answer = self._s3.delete_objects(Bucket=batch[0][0], Delete={"Objects": objects, "Quiet": True})
+            if answer.get("Errors"):
+                kept, first = len(answer["Errors"]), answer["Errors"][0]
+                raise OSError(f"S3 kept {kept} object(s), e.g. {first.get('Key')}: {first.get('Code')}")

@@ -14,10 +14,12 @@ from infra.estimate import checkpoint
 from infra.estimate.estimate import estimate_for_config
 from infra.estimate.layouts import least_recompute
 from infra.plan_step import mix, processing_requests, requests
+from infra.plan_step.deployment import check_deploy_from, trained_earlier
 from infra.plan_step.execution_input import CORPUS_SUFFIXES, InputError, WorkflowInput, parse_input
 from infra.plan_step.hyperparameters import check_hyperparameters
 from infra.plan_step.names import resource_names
 from infra.plan_step.object_store import ObjectStore
+from infra.plan_step.quotas import QuotaSource, needed_quotas, quota_problem
 from infra.plan_step.runs import check_run, run_record, run_record_uri
 from infra.plan_step.settings import StackSettings
 from infra.plan_step.sources import (
@@ -45,10 +47,20 @@ def check_input(raw_input: Any, settings: StackSettings) -> tuple[WorkflowInput,
     return inp, recipe
 
 
-def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings, store: ObjectStore) -> dict[str, Any]:
-    """Returns the plan the state machine follows; raises InputError with a message naming the bad field."""
+def plan_execution(
+    raw_input: Any,
+    execution_name: str,
+    settings: StackSettings,
+    store: ObjectStore,
+    quotas: QuotaSource | None = None,
+) -> dict[str, Any]:
+    """Returns the plan the state machine follows; raises InputError with a message naming the bad field.
+
+    ``quotas``: where the account's SageMaker quotas are read (the Lambda's Service Quotas, the local run's fake);
+    every quota the execution will use is checked against it last, once the requests exist. None checks none (the
+    unit tests of the requests)."""
     inp, recipe = check_input(raw_input, settings)
-    names = resource_names(settings.job_prefix, execution_name)
+    names = resource_names(settings.job_prefix, execution_name, settings.stack_creation)
     run_name = inp.run_name or execution_name
     if {".", ".."} & set(run_name.split("/")):  # Step Functions accepts "..": s3://checkpoints/../ leaves the run
         shown = training_module("hparams").shown(execution_name)
@@ -57,34 +69,56 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
             f"letter or digit): the execution's name {shown} cannot name the checkpoint folder"
         )
 
+    train = inp.deploy_from is None  # else the stage's endpoint serves an earlier job's model, nothing more
     manifests = [uri for uri, _ in store.list(requests.dataset_uri(settings, inp) + "manifests/")]
     dataset_ready = bool(manifests)
-    preprocess = inp.force_preprocess or not dataset_ready
+    preprocess = train and (inp.force_preprocess or not dataset_ready)
     tokenizer_ready = bool(inp.dataset.tokenizer_s3_uri) or bool(store.list(requests.tokenizer_dir_uri(settings, inp)))
     train_tokenizer = preprocess and not tokenizer_ready
     try:
+        check_deploy_from(settings, inp, store)
         if preprocess:
             check_corpus_given(settings, inp)
-        check_given_tokenizer(inp, store)
-        if not preprocess:
+        if train:
+            check_given_tokenizer(inp, store)
+        if train and not preprocess:
             check_reuse(settings, inp, store, manifests)
     except ConfigError as error:
         raise InputError(str(error)) from error
     corpus, unsupported = _corpus_files(settings, inp, store) if preprocess else ({}, [])
-    check_run(settings, inp, run_name, store)
-    training_request = requests.training_job_request(settings, inp, names["training"], run_name)
-
+    if train:
+        check_run(settings, inp, run_name, store)
+    trained_job = names["training"] if train else inp.deploy_from
+    deploy = inp.deploy.enabled or not train
     samples = f"s3://{settings.datasets_bucket}/inputs/{names['tokenizer']}/tokenizer-sample"
     sources = [source for _, source in corpus_sources(settings, inp)]
     sample_manifests = {s.name: f"{samples}{'-' + s.name if s.name else ''}.manifest" for s in sources}
+    plan_requests = {
+        "tokenizer": processing_requests.tokenizer_job_request(settings, inp, names["tokenizer"], sample_manifests),
+        "shards": processing_requests.shards_job_request(settings, inp, names["shards"]),
+        "training": requests.training_job_request(settings, inp, names["training"], run_name),
+        "model": requests.model_request(settings, inp, names["model"], trained_job),
+        "endpoint_config": requests.endpoint_config_request(settings, inp, names["endpoint_config"], names["model"]),
+        "endpoint": requests.endpoint_request(settings, names["endpoint"], names["endpoint_config"]),
+        "endpoint_update": requests.endpoint_update_request(names["endpoint"], names["endpoint_config"]),
+    }
+    if quotas is not None:
+        runs = {"tokenizer": train_tokenizer, "shards": preprocess, "training": train, "endpoint_config": deploy}
+        needed = needed_quotas(plan_requests, [kind for kind, runs_it in runs.items() if runs_it])
+        if problem := quota_problem(needed, quotas, settings.account, settings.region):
+            raise InputError(problem)
+
+    if preprocess:  # a dataset made anew starts from an empty folder: no shard or manifest of an earlier run is kept
+        store.delete([uri for uri, _ in store.list(requests.dataset_uri(settings, inp))])
     if train_tokenizer:  # the writes, once every check has passed
         for source in sources:
             store.put_text(sample_manifests[source.name], _sample_manifest(source.s3_uri, corpus[source.name], inp))
     if preprocess:  # what the dataset is made from, for the reuse check of later executions
         store.put_text(source_record_uri(settings, inp), json.dumps(dataset_source(settings, inp)))
-    store.put_text(run_record_uri(settings, run_name), json.dumps(run_record(settings, inp)))  # for check_run
+    if train:  # what the run trains, for check_run of later executions
+        store.put_text(run_record_uri(settings, run_name), json.dumps(run_record(settings, inp)))
     mix_rows = []
-    if inp.corpus.sources:  # each source's tokens: estimated from its files, or counted in the dataset's manifests
+    if inp.corpus.sources and train:  # each source's tokens: estimated from its files, or counted in its manifests
         if preprocess:
             tokens = {name: mix.estimated_tokens(files) for name, files in corpus.items()}
         else:
@@ -95,12 +129,14 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
         "names": names,
         "run_name": run_name,
         "preprocess": {"run": preprocess, "train_tokenizer": train_tokenizer, "dataset_ready": dataset_ready},
-        "stage_to_efs": inp.training.data_source == "efs",
+        "stage_to_efs": train and inp.training.data_source == "efs",
         "datasync_include": f"/{inp.dataset.name}/*",
-        "deploy": inp.deploy.enabled,
+        "train": train,
+        "trained_earlier": None if train else trained_earlier(settings, trained_job),
+        "deploy": deploy,
         "dataset_uri": requests.dataset_uri(settings, inp),
-        "model_artifact_uri": requests.model_artifact_uri(settings, names["training"]),
-        "hf_checkpoint": _hf_checkpoint(inp, requests.model_artifact_uri(settings, names["training"])),
+        "model_artifact_uri": requests.model_artifact_uri(settings, trained_job),
+        "hf_checkpoint": _hf_checkpoint(inp, requests.model_artifact_uri(settings, trained_job)),
         "checkpoint_uri": f"s3://{settings.checkpoints_bucket}/{run_name}/",
         "training_report_uri": requests.training_report_uri(settings, names["training"]),
         "profiler_report_uri": requests.profiler_report_uri(settings, names["training"]),  # with Debugger on
@@ -110,16 +146,7 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
             "mix_sources": mix_rows,
             "files_unsupported": _unsupported_line(unsupported, preprocess),
         },
-        "requests": {
-            "tokenizer": processing_requests.tokenizer_job_request(settings, inp, names["tokenizer"], sample_manifests),
-            "shards": processing_requests.shards_job_request(settings, inp, names["shards"]),
-            "training": training_request,
-            "model": requests.model_request(settings, inp, names["model"], names["training"]),
-            "endpoint_config": requests.endpoint_config_request(
-                settings, inp, names["endpoint_config"], names["model"]
-            ),
-            "endpoint": requests.endpoint_request(settings, names["endpoint"], names["endpoint_config"]),
-        },
+        "requests": plan_requests,
     }
 
 
@@ -198,5 +225,7 @@ def _summary(inp: WorkflowInput, shape: ModelShape, recipe: Any) -> dict[str, An
 def handler(event: dict, context: Any) -> dict[str, Any]:
     """Lambda entry point. ``event`` is ``{"input": <execution input>, "execution_name": <name>}``."""
     from infra.plan_step.object_store import S3Store
+    from infra.plan_step.quotas import ServiceQuotas
 
-    return plan_execution(event.get("input"), event["execution_name"], StackSettings.from_env(), S3Store())
+    settings = StackSettings.from_env()
+    return plan_execution(event.get("input"), event["execution_name"], settings, S3Store(), ServiceQuotas())

@@ -47,6 +47,7 @@ TRAINING_FIELDS = (
 MODEL_FIELDS = ("ModelName", "ExecutionRoleArn", "PrimaryContainer", "VpcConfig", "Tags")
 ENDPOINT_CONFIG_FIELDS = ("EndpointConfigName", "ProductionVariants", "KmsKeyId", "Tags")
 ENDPOINT_FIELDS = ("EndpointName", "EndpointConfigName", "Tags")
+ENDPOINT_UPDATE_FIELDS = ("EndpointName", "EndpointConfigName")
 
 REPORT_FILE = "training-report.html"  # what train.py writes into TENSORBOARD_DIR (training/observe/report.py)
 PREPROCESS_HOURS = 24
@@ -224,3 +225,9 @@ def endpoint_config_request(settings: StackSettings, inp: WorkflowInput, name: s
 
 def endpoint_request(settings: StackSettings, name: str, config_name: str) -> dict:
     return {"EndpointName": name, "EndpointConfigName": config_name, "Tags": job_tags(settings)}
+
+
+def endpoint_update_request(name: str, config_name: str) -> dict:
+    """The stage's endpoint, which exists, to serve ``config_name``: SageMaker's blue/green update, the old
+    instances serving until the new ones are in service (and left serving if they fail: it rolls back)."""
+    return {"EndpointName": name, "EndpointConfigName": config_name}

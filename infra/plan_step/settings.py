@@ -18,6 +18,7 @@ from infra.config import StageConfig, build_dataclass
 SETTINGS_ENV = "WORKFLOW_RESOURCES"
 SETTINGS_FILE = "infra/plan_step/settings.json"
 DEPLOY_TIME_FIELDS = (
+    "stack_creation",
     "role_arn",
     "kms_key_arn",
     "raw_bucket",
@@ -37,6 +38,8 @@ class StackSettings:
 
     Args:
         job_prefix: every SageMaker name starts with it; the state machine's IAM is scoped to it.
+        stack_creation: drawn anew each time CloudFormation creates the stack (``infra/naming.py``); job names
+            hash it, so an execution name used again after a redeploy names new jobs.
         source_dir_uri: the training package's ``sourcedir.tar.gz``.
         efs_datasets_path: the datasets directory on the file system (the DataSync access point's root).
         rule_evaluator_image: the region's SageMaker Debugger rule image.
@@ -50,6 +53,7 @@ class StackSettings:
     region: str
     account: str
     job_prefix: str
+    stack_creation: str
     role_arn: str
     kms_key_arn: str
     raw_bucket: str
@@ -83,6 +87,7 @@ class StackSettings:
             "region": region,
             "account": account,
             "job_prefix": prefix,
+            "stack_creation": "0ff11e00",
             "role_arn": f"arn:aws:iam::{account}:role/{prefix}-jobs",
             "kms_key_arn": f"arn:aws:kms:{region}:{account}:key/offline",
             "raw_bucket": f"{prefix}-raw",

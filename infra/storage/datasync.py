@@ -165,7 +165,8 @@ class DatasetSync(Construct):
         )
 
     def _task(self, source: datasync.CfnLocationS3, destination: datasync.CfnLocationEFS) -> datasync.CfnTask:
-        """Copies what changed, verifies it, keeps what the source no longer has; no POSIX metadata."""
+        """Copies what changed, verifies it, deletes what the source no longer has (a dataset made anew leaves no
+        earlier run's shard on EFS); no POSIX metadata."""
         return datasync.CfnTask(
             self,
             "Task",
@@ -176,7 +177,7 @@ class DatasetSync(Construct):
                 verify_mode="ONLY_FILES_TRANSFERRED",
                 overwrite_mode="ALWAYS",
                 transfer_mode="CHANGED",
-                preserve_deleted_files="PRESERVE",
+                preserve_deleted_files="REMOVE",
                 posix_permissions="NONE",
                 uid="NONE",
                 gid="NONE",

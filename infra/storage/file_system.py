@@ -112,6 +112,10 @@ class DatasetFileSystem(Construct):
             throughput_mode=THROUGHPUT_MODES[config.efs_throughput_mode],
             provisioned_throughput_per_second=Size.mebibytes(config.efs_provisioned_mibps) if provisioned else None,
             enable_automatic_backups=not config.retain_data,
+            # A dataset no job read for 14 days moves to Infrequent Access (about 5% of Standard's price per GB);
+            # the first read of a file brings it back.
+            lifecycle_policy=efs.LifecyclePolicy.AFTER_14_DAYS,
+            out_of_infrequent_access_policy=efs.OutOfInfrequentAccessPolicy.AFTER_1_ACCESS,
             # SageMaker mounts EFS channels over plain NFS without IAM authentication; a file system policy
             # that requires IAM would make every training job fail to mount. Access is enforced by the
             # security group above, and the channel is mounted read-only.

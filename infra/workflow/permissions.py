@@ -48,13 +48,14 @@ def grant_sagemaker_jobs(
                 "sagemaker:CreateModel",
                 "sagemaker:CreateEndpointConfig",
                 "sagemaker:CreateEndpoint",
+                "sagemaker:UpdateEndpoint",
                 "sagemaker:DescribeEndpoint",
                 "sagemaker:AddTags",
             ],
             resources=hosting,
         ),
-        # CreateEndpoint with an endpoint configuration that names the data key: SageMaker creates a grant
-        # on it for the endpoint's volumes, as the caller. Only through SageMaker, only for AWS resources.
+        # CreateEndpoint or UpdateEndpoint with an endpoint configuration that names the data key: SageMaker creates
+        # a grant on it for the endpoint's volumes, as the caller. Only through SageMaker, only for AWS resources.
         iam.PolicyStatement(
             actions=["kms:CreateGrant"],
             resources=[key.key_arn],

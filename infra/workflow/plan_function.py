@@ -39,9 +39,12 @@ NO_DLQ = (
     "receives only failed asynchronous invocations, and there are none."
 )
 NOT_IN_VPC = (
-    "It calls only S3 (ListBucket, GetObject of *.json objects, PutObject under inputs/); in a VPC it would need "
-    "ENI permissions on '*' and change nothing it can reach."
+    "It calls only S3 (ListBucket, GetObject of *.json objects, PutObject under inputs/, DeleteObject under "
+    "datasets/) and Service Quotas (two "
+    "List actions); in a VPC it would need ENI permissions on '*', and an isolated stage an endpoint for each."
 )
+# What it reads of Service Quotas: the account's SageMaker quotas, applied and default (infra/plan_step/quotas.py).
+QUOTA_ACTIONS = ["servicequotas:ListServiceQuotas", "servicequotas:ListAWSDefaultServiceQuotas"]
 UNRESERVED = (
     "security.plan_reserved_concurrency is 0 (the default): a reservation fails deployment in any account whose "
     "unreserved concurrency would drop below Lambda's minimum of 10, and new accounts start with a quota as low "
@@ -85,6 +88,7 @@ class PlanFunction(Construct):
         log_group: the function's log group (encrypted, with retention).
         datasets: the datasets bucket, where it reads manifests and tokenizers and writes the tokenizer's sample list.
         raw: the raw bucket, whose corpus files it lists.
+        models: the models bucket, where it finds the model of a ``deploy_from`` training job (listing only).
         sources: the stage's other buckets of corpora and tokenizers (``source_buckets``), listed like the raw one.
         key: the data key (objects it writes are encrypted with it).
         reserved_concurrency: concurrent executions reserved for it, and its cap (0: unreserved, acknowledged).
@@ -99,6 +103,7 @@ class PlanFunction(Construct):
         log_group: logs.ILogGroup,
         datasets: s3.IBucket,
         raw: s3.IBucket,
+        models: s3.IBucket,
         sources: list[s3.IBucket],
         key: kms.IKey,
         reserved_concurrency: int,
@@ -131,12 +136,18 @@ class PlanFunction(Construct):
         # tokenizer it compares them with; corpus files are .jsonl, .txt ...) and writes the tokenizer's sample list
         # and the record of what a dataset is made from.
         readable = [datasets, raw, *sources]
-        role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[b.bucket_arn for b in readable]))
+        listed = [*readable, models]
+        role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[b.bucket_arn for b in listed]))
+        role.add_to_policy(iam.PolicyStatement(actions=QUOTA_ACTIONS, resources=["*"]))
         role.add_to_policy(
             iam.PolicyStatement(actions=["s3:GetObject"], resources=[b.arn_for_objects("*.json") for b in readable])
         )
         role.add_to_policy(
             iam.PolicyStatement(actions=["s3:PutObject"], resources=[datasets.arn_for_objects("inputs/*")])
+        )
+        # A dataset made anew starts from an empty folder (a rerun with fewer hosts would keep the others' shards).
+        role.add_to_policy(
+            iam.PolicyStatement(actions=["s3:DeleteObject"], resources=[datasets.arn_for_objects("datasets/*")])
         )
         # The object it writes is encrypted with the data key, by S3 on its behalf.
         s3_only = {"StringEquals": {"kms:ViaService": f"s3.{stack.region}.amazonaws.com"}}
@@ -160,7 +171,14 @@ class PlanFunction(Construct):
         acknowledge_wildcards(
             role,
             {
-                "Resource::*": "X-Ray's PutTraceSegments and PutTelemetryRecords have no resource-level permission.",
+                "Resource::*": (
+                    "X-Ray's PutTraceSegments and PutTelemetryRecords, and Service Quotas' ListServiceQuotas and "
+                    "ListAWSDefaultServiceQuotas (read-only), have no resource-level permission."
+                ),
+                f"Resource::{bucket_ref(datasets)}/datasets/*": (
+                    "It deletes only under datasets/, the folder of the dataset it is about to make anew (versioning "
+                    "keeps the objects as noncurrent versions for 7 days)."
+                ),
                 f"Resource::{bucket_ref(datasets)}/inputs/*": (
                     "The function writes under inputs/ only: the tokenizer's sample list (its key contains the "
                     "execution's job name) and the record of what a dataset is made from (its key, the dataset's)."

@@ -24,8 +24,9 @@ from constructs import Construct
 from infra.nag import acknowledge
 from infra.plan_step import requests
 from infra.workflow import messages
+from infra.workflow.deployment import deployment
 from infra.workflow.errors import operation_name, optimized_error, sdk_error
-from infra.workflow.permissions import grant_sagemaker_jobs, sagemaker_arn
+from infra.workflow.permissions import grant_sagemaker_jobs
 
 # Throttling, an internal error, the service unavailable: the codes AWS means to be tried again (its common errors).
 TRANSIENT_CODES = ("ThrottlingException", "InternalException", "ServiceUnavailable")
@@ -73,7 +74,7 @@ class Workflow(Construct):
         super().__init__(scope, id)
         self._prefix = job_prefix
         self._datasync_task_arn = datasync_task.attr_task_arn
-        self._notify_failure = messages.notify_failure(self, topic)
+        self.notify_failure = messages.notify_failure(self, topic)
         definition = self._definition(plan_function, topic, debugger)
         self.state_machine = self._state_machine(definition, log_group, log_level, include_execution_data)
         grant_sagemaker_jobs(
@@ -88,28 +89,36 @@ class Workflow(Construct):
     # ---- The path, in the order it runs ---------------------------------------------------------------
 
     def _definition(self, plan_function: lambda_.IFunction, topic: sns.ITopic, debugger: bool) -> sfn.IChainable:
-        """Plan -> Preprocess? -> Stage to EFS? -> Train -> Deploy? -> NotifySuccess. Each question's yes runs its
-        steps, its no skips them; a failure anywhere goes to NotifyFailure."""
+        """Plan -> Preprocess? -> Stage to EFS? -> Train? -> Deploy? -> NotifySuccess. Each question's yes runs its
+        steps, its no skips them (Train?'s no: the model of ``deploy_from``); a failure anywhere goes to
+        NotifyFailure."""
         # The state each step starts with, then the path between them. CDK lists the definition's States in the
         # order it walks the graph from Plan, a state's incoming edges first in the order they were added: moving
         # these lines reorders the template's DefinitionString (the same machine, yet an updated resource).
         plan = self._plan(plan_function)
         preprocess = sfn.Choice(self, "Preprocess?")
         stage = sfn.Choice(self, "Stage to EFS?")
-        train = self._sagemaker_job(
+        train = self.sagemaker_job(
             "Train",
             "createTrainingJob",
             "training",
             result_selector={"Defaults": TRAINING_RESULT_DEFAULTS, "Job.$": "$"},
         )
         deploy = sfn.Choice(self, "Deploy?")
-        notify_success = messages.notify_success(self, topic, debugger, self._notify_failure)
+        notify_success = messages.notify_success(self, topic, debugger, self.notify_failure)
+        trains = sfn.Choice(self, "Train?")
+        # deploy_from: the model an earlier job trained, described as TrainingResult describes a job's.
+        earlier = sfn.Pass(
+            self, "TrainedEarlier", parameters={"Job.$": "$.plan.trained_earlier"}, result_path="$.training"
+        )
 
         plan.next(preprocess)
         preprocess.when(_is_true("$.plan.preprocess.run"), self._preprocessing(then=stage)).otherwise(stage)
-        stage.when(_is_true("$.plan.stage_to_efs"), self._staging(then=train)).otherwise(train)
+        stage.when(_is_true("$.plan.stage_to_efs"), self._staging(then=trains)).otherwise(trains)
+        trains.when(_is_true("$.plan.train"), train).otherwise(earlier)
         train.next(self._training_result()).next(deploy)
-        deploy.when(_is_true("$.plan.deploy"), self._deployment(then=notify_success)).otherwise(notify_success)
+        earlier.next(deploy)
+        deploy.when(_is_true("$.plan.deploy"), deployment(self, self._prefix, notify_success)).otherwise(notify_success)
         return plan
 
     def _plan(self, function: lambda_.IFunction) -> tasks.LambdaInvoke:
@@ -141,14 +150,14 @@ class Workflow(Construct):
             parameters={"Error.$": "$.error.Error", "Cause.$": "$.error.Detail.errorMessage"},
             result_path="$.error",
         )
-        plan.add_catch(read.next(message).next(self._notify_failure), errors=["InputError"], result_path="$.error")
-        plan.add_catch(self._notify_failure, result_path="$.error")
+        plan.add_catch(read.next(message).next(self.notify_failure), errors=["InputError"], result_path="$.error")
+        plan.add_catch(self.notify_failure, result_path="$.error")
         return plan
 
     def _preprocessing(self, then: sfn.IChainable) -> sfn.IChainable:
         """Train tokenizer? -> TrainTokenizer -> WriteShards -> ``then``; a given tokenizer goes to WriteShards."""
-        tokenizer = self._sagemaker_job("TrainTokenizer", "createProcessingJob", "tokenizer")
-        shards = self._sagemaker_job("WriteShards", "createProcessingJob", "shards")
+        tokenizer = self.sagemaker_job("TrainTokenizer", "createProcessingJob", "tokenizer")
+        shards = self.sagemaker_job("WriteShards", "createProcessingJob", "shards")
         tokenizer.next(shards).next(then)
         return (
             sfn.Choice(self, "Train tokenizer?")
@@ -158,7 +167,7 @@ class Workflow(Construct):
 
     def _staging(self, then: sfn.IChainable) -> sfn.IChainable:
         """DataSync has no .sync integration: start the task, then poll every 30 s until it ends; then ``then``."""
-        start = self._sdk_call(
+        start = self.sdk_call(
             "StartDataSync",
             "datasync",
             "startTaskExecution",
@@ -171,7 +180,7 @@ class Workflow(Construct):
             iam_resources=[self._datasync_task_arn],
             result_path="$.datasync",
         )
-        poll = self._poll(
+        poll = self.poll(
             "DataSync",
             "DataSync done?",
             describe=("DescribeDataSync", "datasync", "describeTaskExecution"),
@@ -196,7 +205,7 @@ class Workflow(Construct):
         return start.next(
             sfn.Choice(self, "DataSync started?")
             .when(sfn.Condition.is_present("$.datasync.TaskExecutionArn"), poll)
-            .otherwise(no_execution.next(self._notify_failure))
+            .otherwise(no_execution.next(self.notify_failure))
         )
 
     def _training_result(self) -> sfn.Pass:
@@ -208,40 +217,9 @@ class Workflow(Construct):
             result_path="$.training",
         )
 
-    def _deployment(self, then: sfn.IChainable) -> sfn.IChainable:
-        """Model, endpoint configuration, endpoint; then poll until the endpoint is in service; then ``then``."""
-        model = self._sagemaker_job("CreateModel", "createModel", "model", sync=False, result_path="$.deployment.model")
-        config = self._sagemaker_job(
-            "CreateEndpointConfig",
-            "createEndpointConfig",
-            "endpoint_config",
-            sync=False,
-            result_path="$.deployment.endpoint_config",
-        )
-        endpoint = self._sagemaker_job(
-            "CreateEndpoint",
-            "createEndpoint",
-            "endpoint",
-            sync=False,
-            result_path="$.deployment.endpoint",
-        )
-        poll = self._poll(
-            "Endpoint",
-            "Endpoint in service?",
-            describe=("DescribeEndpoint", "sagemaker", "describeEndpoint"),
-            parameters={"EndpointName": sfn.JsonPath.string_at("$.plan.names.endpoint")},
-            iam_resources=[sagemaker_arn(self._prefix, "endpoint")],
-            description="$.deployment.status",  # FailureReason is an optional member
-            seconds=60,
-            status="EndpointStatus",
-            done=("InService", then),
-            failed=("Failed", "Endpoint.Failed"),
-        )
-        return model.next(config).next(endpoint).next(poll)
-
     # ---- The kinds of state ----------------------------------------------------------------------------
 
-    def _sagemaker_job(
+    def sagemaker_job(
         self,
         id: str,
         action: str,
@@ -273,14 +251,23 @@ class Workflow(Construct):
         if result_selector:
             state["ResultSelector"] = result_selector
         job = sfn.CustomState(self, id, state_json=state)
-        job.add_catch(self._notify_failure, result_path="$.error")
+        job.add_catch(self.notify_failure, result_path="$.error")
         return job
 
-    def _sdk_call(
-        self, id: str, service: str, action: str, *, parameters: dict, iam_resources: list[str], result_path: str
+    def sdk_call(
+        self,
+        id: str,
+        service: str,
+        action: str,
+        *,
+        parameters: dict,
+        iam_resources: list[str],
+        result_path: str,
+        catch: tuple[list[str], sfn.IChainable] | None = None,
     ) -> tasks.CallAwsService:
         """A call of ``service``'s ``action`` (camel case, as in the ARN): throttling, timeouts and service errors
-        tried five times (MaxAttempts) backing off from 5 s, any other failure notified."""
+        tried five times (MaxAttempts) backing off from 5 s; ``catch``'s errors (once retried) go to its state, any
+        other failure is notified."""
         call = tasks.CallAwsService(
             self,
             id,
@@ -293,10 +280,12 @@ class Workflow(Construct):
         )
         errors = ["States.Timeout", *_transient(service, action, sdk_error)]
         call.add_retry(errors=errors, interval=cdk.Duration.seconds(5), max_attempts=5, backoff_rate=2)
-        call.add_catch(self._notify_failure, result_path="$.error")
+        if catch:
+            call.add_catch(catch[1], errors=catch[0], result_path=result_path)  # the error where the answer would be
+        call.add_catch(self.notify_failure, result_path="$.error")
         return call
 
-    def _poll(
+    def poll(
         self,
         name: str,
         question: str,
@@ -314,14 +303,14 @@ class Workflow(Construct):
         the whole description as the cause (it is always there); else (or when the description lacks it) wait again.
 
         Args:
-            describe: (state id, service, action) of the describing call, which ``_sdk_call`` retries.
+            describe: (state id, service, action) of the describing call, which ``sdk_call`` retries.
             description: where the description goes in the state's input.
             done: (status value, next state).
             failed: (status value, error name) for the failure notification.
         """
         wait = sfn.Wait(self, f"WaitFor{name}", time=sfn.WaitTime.duration(cdk.Duration.seconds(seconds)))
         state_id, service, action = describe
-        call = self._sdk_call(
+        call = self.sdk_call(
             state_id, service, action, parameters=parameters, iam_resources=iam_resources, result_path=description
         )
         status, (failed_status, error) = f"{description}.{status}", failed
@@ -330,7 +319,7 @@ class Workflow(Construct):
         return wait.next(call).next(
             sfn.Choice(self, question)
             .when(_reads(status, done[0]), done[1])
-            .when(_reads(status, failed_status), failure.next(self._notify_failure))
+            .when(_reads(status, failed_status), failure.next(self.notify_failure))
             .otherwise(wait)
         )
 
