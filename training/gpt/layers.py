@@ -106,8 +106,18 @@ def _dropout(x: tf.Tensor, rate: float, seed: tf.Tensor | None, site: int) -> tf
 
 
 def future_mask(length: tf.Tensor) -> tf.Tensor:
-    """[T, T] bool, True where key j is after query i (masked)."""
-    return tf.range(length)[tf.newaxis, :] > tf.range(length)[:, tf.newaxis]
+    """[T, T] bool, True where key j is after query i (masked).
+
+    Traced for XLA, the positions pass through an optimization barrier: T is static there, and the bridge's
+    constant folding would otherwise write the [T, T] result into the program as a constant (a pred[2048, 2048],
+    4 MiB, per block and twice with recompute: 195 MiB of gpt3-1.3b's HLO). Through the barrier the comparison is
+    made from an iota in the compiled step, which XLA fuses into the select that reads it (nothing [T, T] is
+    written). Uncompiled, TensorFlow's grappler folds it once per graph, as before.
+    """
+    positions = tf.range(length)
+    if in_xla():
+        (positions,) = xla.optimization_barrier(positions)
+    return positions[tf.newaxis, :] > positions[:, tf.newaxis]
 
 
 def _softmax(scores: tf.Tensor) -> tf.Tensor:
