@@ -93,7 +93,8 @@ def compile_hlo(hlo: bytes, target_device: jax.Device):
         return client.compile_and_load(stablehlo, [target_device], options)
     with mlir.make_ir_context():
         module = ir.Module.parse(stablehlo)
-        return client.compile(module, executable_devices=xla_client.DeviceList((target_device,)), compile_options=options)
+        devices = xla_client.DeviceList((target_device,))
+        return client.compile(module, executable_devices=devices, compile_options=options)
 
 
 def memory_figures(executable) -> dict[str, int]:
@@ -109,7 +110,6 @@ def memory_figures(executable) -> dict[str, int]:
 def compile_meta(meta_path: Path, target: str) -> dict:
     """Compiles the HLO beside ``meta_path`` (``hlo_export.py``'s JSON) for ``target``: its size, the compile time and
     the memory figures."""
-    meta = json.loads(meta_path.read_text())
     hlo = gzip.decompress(meta_path.with_suffix(".hlo.pb.gz").read_bytes())
     target_device = device(target)
     start = time.perf_counter()
@@ -117,7 +117,8 @@ def compile_meta(meta_path: Path, target: str) -> dict:
     seconds = time.perf_counter() - start
     return {
         "name": meta_path.stem, "target": target, "device": target_device.device_kind, "jax": jax.__version__,
-        "hlo_mib": round(len(hlo) / 2**20, 2), "compile_s": round(seconds, 1), "memory_bytes": memory_figures(executable),
+        "hlo_mib": round(len(hlo) / 2**20, 2), "compile_s": round(seconds, 1),
+        "memory_bytes": memory_figures(executable),
     }  # fmt: skip
 
 
