@@ -8,8 +8,9 @@ HLO is TensorFlow's ``experimental_get_compiler_ir(...)(stage="hlo_serialized")`
 weights and the loss scale), its results the loss and then the weights' gradients. No weight is written: the
 JSON beside the HLO gives each parameter's name, shape and dtype, and the runner makes them from that.
 ``--values`` also writes every parameter's value (``.npz``) and TensorFlow's loss on them (in the JSON).
-The HLO is gzipped: TensorFlow folds each block's causal mask into a pred[T, T] constant, twice with recompute
-(gpt3-125m at T = 2,048: 24 of 4 MiB, a 98 MiB module, 0.7 MiB gzipped).
+The HLO is gzipped. Until the causal mask was made from an iota in the step (``gpt/layers.py``'s ``future_mask``)
+TensorFlow folded each block's mask into a pred[T, T] constant, twice with recompute (gpt3-125m at T = 2,048: 24
+of 4 MiB, a 98 MiB module); the JSON gives the module's size and its largest constant (``largest_constant``).
 
     .venv/bin/python bench/hlo_export.py --preset gpt3-1.3b --micro-batch 4 --out build/hlo
     .venv/bin/python bench/hlo_export.py --preset tiny --micro-batch 2 --sequence-length 128 --values
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -36,6 +38,7 @@ from contract.presets import flops_per_token, get_preset, parameter_count  # noq
 from gpt.model import GPT  # noqa: E402
 from run.engines import StrategyEngine  # noqa: E402
 from run.trainer import PRECISIONS, Trainer  # noqa: E402
+from tensorflow.compiler.xla.service import hlo_pb2  # noqa: E402
 
 PRESETS = ("tiny", "gpt3-125m", "gpt3-350m", "gpt3-1.3b")
 
@@ -55,6 +58,13 @@ def variables_by_handle(trainer: Trainer) -> dict[int, tf.Variable]:
     """Each TensorFlow variable the micro-step may read (the model's, the loss scale), by its handle's id."""
     variables = [getattr(v, "value", v) for v in trainer.model.variables] + [trainer.loss_scale]
     return {id(v.handle): v for v in variables}
+
+
+def largest_constant(hlo: bytes) -> int:
+    """The elements of the largest constant in a serialized HLO module (0 if it has none)."""
+    module = hlo_pb2.HloModuleProto.FromString(hlo)
+    instructions = [i for computation in module.computations for i in computation.instructions]
+    return max((math.prod(i.shape.dimensions) for i in instructions if i.opcode == "constant"), default=0)
 
 
 def export(args: argparse.Namespace) -> Path:
@@ -80,6 +90,7 @@ def export(args: argparse.Namespace) -> Path:
         "tokens_per_step": args.micro_batch * args.sequence_length,
         "model_flops_per_token": flops_per_token(preset, n_params=n_params, sequence_length=args.sequence_length),
         "inputs": inputs, "outputs": "the micro-batch's loss (its share of the step's mean), then each gradient",
+        "hlo_bytes": len(hlo), "largest_constant": largest_constant(hlo),
     }  # fmt: skip
     name = f"{args.preset}-{args.precision}-b{args.micro_batch}-s{args.sequence_length}"
     args.out.mkdir(parents=True, exist_ok=True)

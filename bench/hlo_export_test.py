@@ -25,4 +25,6 @@ def test_the_json_names_every_parameter_of_the_hlo_and_the_results_are_the_loss_
     assert [list(r.dimensions) for r in program.result.tuple_shapes] == [[]] + [w["shape"] for w in weights]
     count = parameter_count(get_preset("tiny"), vocab_size=padded_vocab(96), sequence_length=48)  # 128 rows
     assert sum(math.prod(w["shape"]) for w in weights) == count
+    assert meta["hlo_bytes"] == len(gzip.decompress((tmp_path / "tiny-bf16-b2-s48.hlo.pb.gz").read_bytes()))
+    assert 0 < meta["largest_constant"] < 48  # shapes and scalars: no [T, T] mask (48² elements until issue 48)
     assert "tensorflow" not in meta and not (tmp_path / "tiny-bf16-b2-s48.npz").exists()  # values only when asked
