@@ -7,7 +7,8 @@ HLO is TensorFlow's ``experimental_get_compiler_ir(...)(stage="hlo_serialized")`
 (the device's compiler optimises it); its parameters are the tokens, then every variable the step reads (the
 weights and the loss scale), its results the loss and then the weights' gradients. No weight is written: the
 JSON beside the HLO gives each parameter's name, shape and dtype, and the runner makes them from that.
-``--values`` also writes every parameter's value (``.npz``) and TensorFlow's loss on them (in the JSON).
+``--values`` also writes every parameter's value (``.npz``) and TensorFlow's loss on them (in the JSON). The JSON
+also holds ``infra/estimate/memory.py``'s figure for the compiled step (``compiled_memory_bench.estimate_bytes``).
 The HLO is gzipped. Until the causal mask was made from an iota in the step (``gpt/layers.py``'s ``future_mask``)
 TensorFlow folded each block's mask into a pred[T, T] constant, twice with recompute (gpt3-125m at T = 2,048: 24
 of 4 MiB, a 98 MiB module); the JSON gives the module's size and its largest constant (``largest_constant``).
@@ -15,7 +16,8 @@ of 4 MiB, a 98 MiB module); the JSON gives the module's size and its largest con
     .venv/bin/python bench/hlo_export.py --preset gpt3-1.3b --micro-batch 4 --out build/hlo
     .venv/bin/python bench/hlo_export.py --preset tiny --micro-batch 2 --sequence-length 128 --values
 
-Writes ``OUT/NAME.hlo.pb.gz`` and ``OUT/NAME.json`` (NAME: preset-precision-bB-sT), with ``--values`` ``OUT/NAME.npz``.
+Writes ``OUT/NAME.hlo.pb.gz`` and ``OUT/NAME.json`` (NAME: preset-precision-bB-sT, -kept with ``--no-recompute``), with
+``--values`` ``OUT/NAME.npz``.
 """
 
 from __future__ import annotations
@@ -29,18 +31,19 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "training")]
+sys.path[:0] = [str(ROOT), str(ROOT / "training")]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from contract.presets import flops_per_token, get_preset, parameter_count  # noqa: E402
+from compiled_memory_bench import estimate_bytes  # noqa: E402
+from contract.presets import flops_per_token, get_preset, load_presets, parameter_count  # noqa: E402
 from gpt.model import GPT  # noqa: E402
 from run.engines import StrategyEngine  # noqa: E402
 from run.trainer import PRECISIONS, Trainer  # noqa: E402
 from tensorflow.compiler.xla.service import hlo_pb2  # noqa: E402
 
-PRESETS = ("tiny", "gpt3-125m", "gpt3-350m", "gpt3-1.3b")
+PRESETS = tuple(load_presets())
 
 
 def build_trainer(args: argparse.Namespace) -> Trainer:
@@ -91,8 +94,11 @@ def export(args: argparse.Namespace) -> Path:
         "model_flops_per_token": flops_per_token(preset, n_params=n_params, sequence_length=args.sequence_length),
         "inputs": inputs, "outputs": "the micro-batch's loss (its share of the step's mean), then each gradient",
         "hlo_bytes": len(hlo), "largest_constant": largest_constant(hlo),
+        "memory_estimate_bytes": estimate_bytes((args.preset, args.vocab, args.sequence_length, args.micro_batch,
+                                                 args.precision, args.recompute)),
     }  # fmt: skip
-    name = f"{args.preset}-{args.precision}-b{args.micro_batch}-s{args.sequence_length}"
+    kept = "" if args.recompute else "-kept"
+    name = f"{args.preset}-{args.precision}-b{args.micro_batch}-s{args.sequence_length}{kept}"
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{name}.hlo.pb.gz").write_bytes(gzip.compress(hlo))
     if args.values:
