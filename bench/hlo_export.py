@@ -4,7 +4,8 @@ The step is ``Trainer._micro_grads`` built with ``use_xla=True`` (``training/run
 backward pass of one micro-batch, the part of a training step that the trainer compiles with XLA and where
 nearly all its FLOPs are. The optimizer, the all-reduce and the host's finiteness check are not in it. The
 HLO is TensorFlow's ``experimental_get_compiler_ir(...)(stage="hlo_serialized")``, before XLA's optimisation
-(the device's compiler optimises it); its parameters are the tokens, then every variable the step reads (the
+(the device's compiler optimises it); its parameters are the tokens, the replica's dropout stream (0: the trainer
+passes ``engine.replica_index()``), then every variable the step reads (the
 weights and the loss scale), its results the loss and then the weights' gradients. No weight is written: the
 JSON beside the HLO gives each parameter's name, shape and dtype, and the runner makes them from that.
 ``--values`` also writes every parameter's value (``.npz``) and TensorFlow's loss on them (in the JSON). The JSON
@@ -76,14 +77,15 @@ def export(args: argparse.Namespace) -> Path:
     rng = np.random.default_rng(args.seed)
     tokens = tf.constant(rng.integers(0, args.vocab, [args.micro_batch, args.sequence_length + 1]), tf.int32)
     step = trainer._micro_grads  # the tf.function the trainer compiles (jit_compile=use_xla)
-    hlo = step.experimental_get_compiler_ir(tokens)(stage="hlo_serialized")
+    stream = tf.constant(0)  # replica 0's dropout stream, an int32 scalar as the trainer passes it
+    hlo = step.experimental_get_compiler_ir(tokens, stream)(stage="hlo_serialized")
     known = variables_by_handle(trainer)
-    captured = step.get_concrete_function(tokens).captured_inputs
+    captured = step.get_concrete_function(tokens, stream).captured_inputs
     if unknown := [t for t in captured if id(t) not in known]:
         raise SystemExit(f"the micro-step reads {len(unknown)} variable(s) this exporter does not know: {unknown}")
     variables = [known[id(t)] for t in captured]
-    values = [tokens.numpy()] + [v.numpy() for v in variables]
-    names = ["tokens"] + [v.name.removesuffix(":0") for v in variables]
+    values = [tokens.numpy(), stream.numpy()] + [v.numpy() for v in variables]
+    names = ["tokens", "stream"] + [v.name.removesuffix(":0") for v in variables]
     inputs = [{"name": n, "shape": list(a.shape), "dtype": a.dtype.name} for n, a in zip(names, values, strict=True)]
     preset = get_preset(args.preset)
     n_params = parameter_count(preset, vocab_size=args.vocab, sequence_length=args.sequence_length)
@@ -103,7 +105,7 @@ def export(args: argparse.Namespace) -> Path:
     (args.out / f"{name}.hlo.pb.gz").write_bytes(gzip.compress(hlo))
     if args.values:
         np.savez(args.out / f"{name}.npz", *values)
-        losses = {"xla": step(tokens), "graph": tf.function(trainer._micro_grads_fn)(tokens)}
+        losses = {"xla": step(tokens, stream), "graph": tf.function(trainer._micro_grads_fn)(tokens, stream)}
         meta["tensorflow"] = {kind: {"loss": float(loss), "grad_norm": float(tf.linalg.global_norm(grads))}
                               for kind, (loss, grads) in losses.items()}  # fmt: skip
     path = args.out / f"{name}.json"

@@ -2,8 +2,9 @@
 
 The HLO (TensorFlow's ``hlo_serialized``, gzipped) is converted to StableHLO by jaxlib and compiled by jax's
 backend client for its first device (the GPU where there is one; ``hlo_compile.py``). Its inputs are made on that
-device from the JSON's shapes: the tokens uniform over the vocabulary, LayerNorm gains 1, biases 0, other weights
-normal with standard deviation 0.02, the loss scale 1; or, with ``--values``, the exported ones. Each step is one
+device from the JSON's shapes: the tokens uniform over the vocabulary, the dropout stream 0, LayerNorm gains 1,
+biases 0, other weights normal with standard deviation 0.02, the loss scale 1; or, with ``--values``, the exported
+ones. Each step is one
 execution on the same inputs, waited for; the step time is the median of ``--steps`` after ``--warmup``. MFU is the
 model's FLOPs per token (6N + 12·L·T·d, ``training/contract/presets.py``) x tokens per second / the peak given by
 ``--peak-tflops``: the step time is measured, the peak is the device's datasheet figure, not measured. XLA's own
@@ -45,6 +46,8 @@ def make_inputs(meta: dict, device: jax.Device, seed: int) -> list[jax.Array]:
             shape, dtype, name = tuple(spec["shape"]), jnp.dtype(spec["dtype"]), spec["name"]
             if name == "tokens":
                 value = jax.random.randint(key, shape, 0, meta["vocab_size"], dtype)
+            elif name == "stream":  # replica 0's dropout stream
+                value = jnp.zeros(shape, dtype)
             elif name.endswith(("gamma", "loss_scale")):
                 value = jnp.ones(shape, dtype)
             elif name.endswith(("beta", "bias")):

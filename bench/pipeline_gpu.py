@@ -4,7 +4,7 @@ Prepared for a machine with at least 4 GPUs; not run in this repository's CI (it
 ``--stages`` and M in ``--microbatches``, one pipeline replica on GPU:0 .. GPU:K-1, bf16:
 
 - step: median seconds of a full ``PipelineTrainer.train_step`` (M micro-batches, AdamW), and tokens/s;
-- compute: median seconds of the step's forward/backward part alone (``trainer._compute``: the GPipe pass,
+- compute: median seconds of the step's forward/backward part alone (``trainer._compute_fn``: the GPipe pass,
   the norm and the clipping), which is where the bubble is;
 - t_k: median seconds of stage k's forward + backward of one micro-batch run alone on its GPU;
 - measured bubble = 1 - mean_k(M x t_k) / compute: the idle fraction of the average device during the pass
@@ -115,8 +115,9 @@ def measure(args, kind: str, stages: int, microbatches: int) -> dict:
     )
     rng = np.random.default_rng(0)
     batch = tf.constant(rng.integers(0, args.vocab, (1, microbatches, args.micro, args.context + 1)), tf.int32)
-    step = median_seconds(lambda: trainer.train_step(batch), args.steps)
-    compute = median_seconds(lambda: float(trainer._compute(batch)[0]), args.steps)
+    step = median_seconds(lambda: trainer.train_step(batch).wait(), args.steps)
+    forward_backward = tf.function(trainer._compute_fn)
+    compute = median_seconds(lambda: float(forward_backward(batch)[0]), args.steps)
     per_stage = [stage_seconds(trainer.model, k, batch[0, 0], args.steps) for k in range(stages)]
     busy = microbatches * statistics.mean(per_stage)
     tokens = microbatches * args.micro * args.context

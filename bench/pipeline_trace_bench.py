@@ -59,13 +59,13 @@ def measure(microbatches: int, layers: int, stages: int, width: int) -> dict:
     )  # fmt: skip
     batch = tf.constant(np.random.default_rng(0).integers(0, vocab, (1, microbatches, micro, context + 1)), tf.int32)
     start = time.perf_counter()
-    graph = trainer._compute.get_concrete_function(batch).graph
+    graph = trainer._step.get_concrete_function(batch).graph
     traced = time.perf_counter() - start
     start = time.perf_counter()
-    result = trainer.train_step(batch)
+    result = trainer.train_step(batch).wait()
     first = time.perf_counter() - start
     start = time.perf_counter()
-    trainer.train_step(batch)
+    trainer.train_step(batch).wait()
     after = time.perf_counter() - start
     return {"M": microbatches, "ops": graph_ops(graph), "trace_s": traced, "first_step_s": first,
             "next_step_s": after, "loss": float(result.loss)}  # fmt: skip

@@ -82,7 +82,7 @@ def tokens_per_second(trainer: Trainer, batches: list[tf.Tensor]) -> float:
     """Training tokens per CPU-second of this process over ``batches``."""
     start = time.process_time()
     for batch in batches:
-        trainer.train_step(batch)
+        trainer.train_step(batch).wait()
     return len(batches) * trainer.tokens_per_step / (time.process_time() - start)
 
 

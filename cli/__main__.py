@@ -61,8 +61,9 @@ def main(argv: list[str] | None = None) -> int:
             gen.add_argument(
                 "--run-archive-code",
                 action="store_true",
-                help="with --model: run the archive's own code/inference.py and code/lib (only for an archive you "
-                "trust); by default this checkout's training/serving/inference.py serves it",
+                help="with --model: serve the archive as it is, running its programs (its SavedModel's graph, its "
+                "code/inference.py and code/lib): only for an archive you trust; by default only its weights are "
+                "read, into this checkout's model, which serves them",
             )
         gen.add_argument("--max-new-tokens", type=int, help="tokens to generate (default: the endpoint's, 64)")
         gen.add_argument("--temperature", type=float, help="> 0 samples; 0 or unset = greedy")
@@ -99,11 +100,15 @@ def run(args: argparse.Namespace, session: Any = None) -> int:
         return _validate(args)
     if args.command == "generate" and args.model:
         if args.run_archive_code:
-            print(f"note: running {args.model}'s own code/inference.py and code/lib, as asked", file=sys.stderr)
+            print(
+                f"note: running {args.model} as it is (its SavedModel's graph, code/inference.py and code/lib), "
+                "as asked",
+                file=sys.stderr,
+            )
         else:
             print(
-                f"note: {args.model}'s code/ is not run; this checkout's training/serving/inference.py serves it "
-                "(--run-archive-code runs the archive's own, for an archive you trust)",
+                f"note: nothing of {args.model} is run: its weights are read into this checkout's model, which "
+                "serves them (--run-archive-code runs the archive's own graph and code, for an archive you trust)",
                 file=sys.stderr,
             )
         return _print_replies(generate_local(args.model, _body(args), args.run_archive_code))

@@ -8,7 +8,6 @@ python -m cli generate --model runs/s3/.../model.tar.gz "def main(" [--run-archi
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,7 +23,6 @@ from infra.plan_step.execution_input import CORPUS_SUFFIXES
 
 RAW_BUCKET_OUTPUT = "RawBucket"
 ROOT = Path(__file__).resolve().parent.parent
-SERVING_HOOKS = ROOT / "training" / "serving" / "inference.py"  # what an archive's code/inference.py is a copy of
 
 
 def describe_outputs(outputs: dict[str, str]) -> str:
@@ -75,14 +73,16 @@ def upload(session: Any, stage: str, path: Path, prefix: str, out=print) -> str:
 def generate_local(
     archive: Path, body: dict, run_archive_code: bool = False, python: str = sys.executable
 ) -> list[dict]:
-    """Serves ``body`` from a model.tar.gz as the endpoint would (``local/endpoint.py``, in its own process:
-    it imports TensorFlow); returns the reply or raises CommandError with the model's message.
+    """Serves ``body`` from a model.tar.gz (``local/endpoint.py``, in its own process: it imports TensorFlow);
+    returns the reply or raises CommandError with the model's message.
 
     Args:
         archive: the model.tar.gz (unpacked with ``infra.archives.extract``: unsafe members are refused).
         body: the request.
-        run_archive_code: serve through the archive's own ``code/`` (its inference.py and code/lib); by default
-            its code/ is set aside and this checkout's ``training/serving/inference.py`` serves it instead.
+        run_archive_code: serve the archive as it is, running its programs: its SavedModel's graph and its own
+            ``code/`` (inference.py, code/lib). By default nothing of it runs: its weights are read into this
+            checkout's model, whose own export and ``training/serving/inference.py`` serve it
+            (``training/export/received.py``).
         python: the interpreter of the endpoint process.
     """
     if not archive.is_file():
@@ -92,17 +92,15 @@ def generate_local(
             extract(archive, Path(folder))
         except UnsafeArchive as error:
             raise CommandError(f"refused: {error}") from None
-        if not run_archive_code:
-            shutil.rmtree(Path(folder) / "code", ignore_errors=True)
-            (Path(folder) / "code").mkdir()
-            shutil.copyfile(SERVING_HOOKS, Path(folder) / "code" / "inference.py")
+        how = [] if run_archive_code else ["--weights-only"]
         done = subprocess.run(
-            [python, "-m", "local.endpoint", folder, json.dumps(body)], cwd=ROOT, capture_output=True, text=True
+            [python, "-m", "local.endpoint", *how, folder, json.dumps(body)], cwd=ROOT, capture_output=True, text=True
         )
     try:
         answer = json.loads(done.stdout.strip().splitlines()[-1])
     except (IndexError, ValueError):
-        raise CommandError(f"the model archive could not be served: {done.stderr.strip()[-500:]}") from None
+        last = (done.stderr.strip().splitlines() or ["(no message)"])[-1][-500:]
+        raise CommandError(f"the model archive could not be served: {last}") from None
     if done.returncode:
         raise CommandError(f"the model refused the request: {error_message(SimpleNamespace(response=answer))}")
     return json.loads(answer["Body"])

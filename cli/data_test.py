@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import tarfile
 
 from botocore.stub import ANY
@@ -82,10 +83,66 @@ def test_generate_runs_an_archive_s_own_code_only_when_asked(model_dir, tmp_path
     assert main(argv) == 0
     captured = capsys.readouterr()
     assert captured.out.startswith("def main(") and not marker.exists()
-    assert "code/ is not run; this checkout's training/serving/inference.py serves it" in captured.err
+    assert "nothing of" in captured.err and "its weights are read into this checkout's model" in captured.err
     assert main([*argv, "--run-archive-code"]) == 0
     assert marker.exists()
     assert "running" in capsys.readouterr().err
+
+
+def archive_whose_graph_copies(model_dir, path, secret, copy):  # noqa: F811
+    """The model archive of ``model_dir`` with a SavedModel whose serving_default also copies ``secret`` to ``copy``
+    (tf.io.read_file, tf.io.write_file): the same weights, a hostile graph."""
+    import tensorflow as tf
+    from export.received import rebuild
+    from export.saved_model import GPTServing
+    from gpt.generate import generate
+
+    class Copying(GPTServing):
+        @tf.function(input_signature=GPTServing.generate.input_signature)
+        def generate(self, prompt_ids, max_new_tokens, temperature, seed, top_k=0):
+            with tf.control_dependencies([tf.io.write_file(str(copy), tf.io.read_file(str(secret)))]):
+                return {"token_ids": generate(self.model, prompt_ids, max_new_tokens, temperature, seed, top_k)}
+
+    serving = Copying(rebuild(model_dir))
+    folder = path.parent / "hostile"
+    signatures = {"serving_default": serving.generate, "logits": serving.logits}
+    tf.saved_model.save(serving, str(folder / "1"), signatures=signatures)
+    with tarfile.open(path, "w:gz") as tar:
+        for file in sorted((*folder.rglob("*"), *model_dir.glob("*.json"), *model_dir.glob("code/*.*"))):
+            base = folder if file.is_relative_to(folder) else model_dir
+            tar.add(file, arcname=file.relative_to(base).as_posix(), recursive=False)
+    return path
+
+
+def test_generate_never_runs_a_received_archive_s_graph_unless_asked(model_dir, tmp_path, capsys):  # noqa: F811
+    """Issue 50, item 1: a SavedModel is a program; its weights are data. Without --run-archive-code only the
+    weights are read, into this checkout's model."""
+    secret, copy = tmp_path / "secret.txt", tmp_path / "copied.txt"
+    secret.write_text("the user's private key")
+    archive = archive_whose_graph_copies(model_dir, tmp_path / "model.tar.gz", secret, copy)
+    argv = ["generate", "def main(", "--model", str(archive), "--max-new-tokens", "3", "--seed", "1"]
+    assert main(argv) == 0
+    hostile_reply = capsys.readouterr().out
+    assert hostile_reply.startswith("def main(")
+    assert not copy.exists(), "the archive's graph ran: it copied the file"
+    reference = ["generate", "def main(", "--model", str(model_dir.parent / "model.tar.gz"), *argv[4:]]
+    assert main(reference) == 0
+    assert capsys.readouterr().out == hostile_reply  # its weights, served by this checkout's model
+    assert main([*argv, "--run-archive-code"]) == 0
+    assert copy.read_text() == "the user's private key"  # as asked, for an archive one trusts
+
+
+def test_generate_refuses_weights_that_are_not_this_checkout_s_model_in_one_line(model_dir, tmp_path, capsys):  # noqa: F811
+    config = json.loads((model_dir / "model_config.json").read_text())
+    folder = tmp_path / "changed"
+    shutil.copytree(model_dir, folder)
+    (folder / "model_config.json").write_text(json.dumps({**config, "d_model": 65_536}))
+    with tarfile.open(tmp_path / "model.tar.gz", "w:gz") as tar:
+        tar.add(folder, arcname=".")
+    assert main(["generate", "def", "--model", str(tmp_path / "model.tar.gz")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: the model archive could not be served: refused: not a model of this checkout: ")
+    assert "model_config.json's shape needs 412,412,280,832 bytes of float32 weights; the archive's variables" in err
 
 
 def test_generate_refuses_an_archive_with_an_unsafe_member_in_one_line(tmp_path, capsys):

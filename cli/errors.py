@@ -35,8 +35,8 @@ def user_message(error: BaseException) -> str | None:
     """The line to print for a known failure, or None for an unexpected one.
 
     Example:
-        >>> user_message(NoCredentialsError())
-        'no AWS credentials found: configure AWS credentials (aws configure, ...) and try again'
+        >>> user_message(NoCredentialsError())  # doctest: +ELLIPSIS
+        'no usable AWS credentials (Unable to locate credentials): configure AWS credentials (...) and try again'
     """
     if isinstance(error, (NoCredentialsError, PartialCredentialsError, TokenRetrievalError)):
         return f"no usable AWS credentials ({error}): {CREDENTIALS_HINT}"

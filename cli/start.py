@@ -7,13 +7,13 @@ The state machine is found through the stack's outputs, so nothing but the stage
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from pathlib import Path
 from typing import Any
 
 from cli.stage import stack_output, stack_outputs, stage_session
+from cli.validate import read_input
 
 STATE_MACHINE_OUTPUT = "StateMachineArn"
 
@@ -33,7 +33,8 @@ def execution_name(name: str | None) -> str:
 def start(stage: str, input_path: Path | None, name: str | None, session: Any = None) -> str:
     """Starts the execution and returns its ARN."""
     payload = input_path.read_text() if input_path else "{}"
-    json.loads(payload)  # a clear error here, before any call, beats a failed execution
+    if input_path:
+        read_input(input_path)  # a clear error here (not JSON, a key twice), before any call, beats a failed execution
     session = session or stage_session(stage)
     arn = stack_output(stack_outputs(session, stage), STATE_MACHINE_OUTPUT, stage)
     response = session.client("stepfunctions").start_execution(

@@ -6,6 +6,7 @@ import pytest
 
 from cli.conftest import MACHINE as ARN
 from cli.conftest import StubbedSession
+from cli.errors import CommandError
 from cli.start import execution_console_url, execution_name, start
 
 EXECUTION = "arn:aws:states:us-east-1:123456789012:execution:Workflow:my-run"
@@ -27,8 +28,15 @@ def test_start_finds_the_state_machine_and_passes_the_input(tmp_path):
 def test_bad_input_file_is_refused_before_anything_starts(tmp_path):
     (tmp_path / "in.json").write_text("{not json")
     session = StubbedSession()  # no answers: a call would fail the test
-    with pytest.raises(json.JSONDecodeError):
+    with pytest.raises(CommandError, match="not valid JSON"):
         start("dev", tmp_path / "in.json", None, session)
+
+
+def test_an_input_with_a_key_twice_is_refused_before_anything_starts(tmp_path):
+    """Issue 50, item 8: Step Functions, like Python, keeps the last of two equal keys, silently."""
+    (tmp_path / "in.json").write_text('{"hyperparameters": {"learning_rate": 3e-4, "learning_rate": 3e-3}}')
+    with pytest.raises(CommandError, match="the key 'learning_rate' appears twice in one object"):
+        start("dev", tmp_path / "in.json", None, StubbedSession())
 
 
 def test_names_and_links():

@@ -40,11 +40,28 @@ def offline_settings(config: StageConfig, corpus_uri: str | None) -> StackSettin
     return StackSettings.offline(config, **({"raw_bucket": split_uri(corpus_uri)[0]} if corpus_uri else {}))
 
 
+class DuplicateKey(ValueError):
+    """A JSON object with a key twice: JSON parsers keep one of the two (Python's and Step Functions' the last)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    twice = next((key for i, key in enumerate(keys) if key in keys[:i]), None)
+    if twice is not None:
+        raise DuplicateKey(
+            f"the key {twice!r} appears twice in one object (of its keys {', '.join(dict.fromkeys(keys))})"
+        )
+    return dict(pairs)
+
+
 def read_input(path: Path) -> Any:
     """The execution input in ``path``, as JSON; a CommandError, in one line, for what is not (as Step Functions
-    would refuse it: not UTF-8, not JSON, nested too deep, numbers Python will not read)."""
+    would refuse it: not UTF-8, not JSON, nested too deep, numbers Python will not read) or means two things (a key
+    given twice: the last would win)."""
     try:
-        return json.loads(path.read_bytes().decode("utf-8"))
+        return json.loads(path.read_bytes().decode("utf-8"), object_pairs_hook=_unique_keys)
+    except DuplicateKey as error:
+        raise CommandError(f"{path}: {error}: JSON keeps only the last; give it once") from None
     except UnicodeDecodeError as error:
         raise CommandError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start}): save it as UTF-8") from None
     except RecursionError:

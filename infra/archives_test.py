@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import tarfile
 from pathlib import Path
 
@@ -114,3 +115,78 @@ def test_nothing_but_the_owner_unpacks_a_tar_archive():
         if ".extractall(" in line or "tar.extract(" in line
     ]
     assert found == []
+
+
+def test_a_member_in_a_sibling_folder_whose_name_extends_the_destinations_is_outside_it(python, tmp_path):
+    """``../deep-evil/x`` unpacked into ``out/deep`` lands in ``out/deep-evil``: inside by a string prefix, not by
+    path components."""
+    archive = archive_of(tmp_path / "bad.tar.gz", (member("ok.txt"), b"fine"), (member("../deep-evil/x"), b"x"))
+    with pytest.raises(UnsafeArchive, match=r"member '\.\./deep-evil/x' would be written outside the folder"):
+        extract(archive, tmp_path / "out" / "deep")
+    assert list((tmp_path / "out").rglob("*")) == [tmp_path / "out" / "deep"]
+
+
+class Zeros(io.RawIOBase):
+    """``size`` zero bytes, read in pieces: a bomb's member made without holding it."""
+
+    def __init__(self, size: int):
+        self.left = size
+
+    def readinto(self, buffer) -> int:
+        n = min(len(buffer), self.left)
+        buffer[:n] = bytes(n)
+        self.left -= n
+        return n
+
+
+def bomb(path: Path, mode: str, *members: tarfile.TarInfo, pax: dict | None = None) -> Path:
+    with tarfile.open(path, mode, format=tarfile.PAX_FORMAT, pax_headers=pax or {}) as tar:
+        for info in members:
+            tar.addfile(info, Zeros(info.size) if info.size else None)
+    return path
+
+
+def zeros_member(size: int, name: str = "1/variables/variables.data-00000-of-00001") -> tarfile.TarInfo:
+    info = member(name)
+    info.size = size
+    return info
+
+
+@pytest.mark.parametrize("mode", ["w:gz", "w:bz2", "w:xz"])
+def test_an_archive_bomb_is_refused_before_anything_is_unpacked(python, tmp_path, monkeypatch, mode):
+    """Issue 50, item 2: an 865-byte bz2 tar named .tar.gz unpacked to 1 GiB; here the same at 1/256 of the scale."""
+    monkeypatch.setattr("infra.archives.FLOOR_BYTES", 1 << 20, raising=False)
+    archive = bomb(tmp_path / "model.tar.gz", mode, member("ok.txt"), zeros_member(4 << 20))
+    assert archive.stat().st_size * 100 < 4 << 20
+    with pytest.raises(UnsafeArchive, match=r"unpacks to more than 1,048,576 bytes .* refused as an archive bomb"):
+        extract(archive, tmp_path / "out")
+    assert list((tmp_path / "out").rglob("*")) == []
+
+
+def test_a_header_that_explodes_is_refused_before_it_is_held(python, tmp_path, monkeypatch):
+    """A pax header is read whole into memory by tarfile: 4 MiB of it (a few KiB compressed) is past the bound."""
+    monkeypatch.setattr("infra.archives.FLOOR_BYTES", 1 << 20, raising=False)
+    archive = bomb(tmp_path / "model.tar.gz", "w:gz", member("ok.txt"), pax={"comment": "x" * (4 << 20)})
+    with pytest.raises(UnsafeArchive, match="refused as an archive bomb"):
+        extract(archive, tmp_path / "out")
+
+
+def test_too_many_members_or_a_sparse_one_are_refused(python, tmp_path, monkeypatch):
+    monkeypatch.setattr("infra.archives.MAX_MEMBERS", 10, raising=False)
+    many = bomb(tmp_path / "many.tar.gz", "w:gz", *(member(f"f{i}") for i in range(11)))
+    with pytest.raises(UnsafeArchive, match="more than 10 members; nothing was extracted"):
+        extract(many, tmp_path / "out")
+    bomb(tmp_path / "ten.tar.gz", "w:gz", *(member(f"f{i}") for i in range(10)))
+    extract(tmp_path / "ten.tar.gz", tmp_path / "out")  # the bound itself is allowed
+    sparse = bomb(tmp_path / "sparse.tar.gz", "w:gz", member("holes", tarfile.GNUTYPE_SPARSE))
+    with pytest.raises(UnsafeArchive, match="'holes' is a sparse file"):
+        extract(sparse, tmp_path / "out2")
+
+
+def test_a_large_archive_that_does_not_expand_unpacks(python, tmp_path, monkeypatch):
+    """Weights barely compress: an archive of 2 MiB of random bytes unpacks under a 1 MiB floor."""
+    monkeypatch.setattr("infra.archives.FLOOR_BYTES", 1 << 20, raising=False)
+    data = os.urandom(2 << 20)
+    archive = archive_of(tmp_path / "model.tar.gz", (member("1/variables/variables.data"), data))
+    extract(archive, tmp_path / "out")
+    assert (tmp_path / "out/1/variables/variables.data").read_bytes() == data

@@ -9,8 +9,10 @@ An unpacked model.tar.gz is served the way the real endpoint serves it, with the
     any exception in the hooks -> HTTP 500 {"error": message}       (the container's python service)
     InvokeEndpoint: 200 -> the body; otherwise ModelError (HTTP 424) with OriginalStatusCode and OriginalMessage
 
-Run as a process (it imports TensorFlow): ``python -m local.endpoint MODEL_DIR REQUEST_JSON`` prints the
-InvokeEndpoint answer as one JSON line and exits 0 when the model answered 200, 1 otherwise.
+Run as a process (it imports TensorFlow): ``python -m local.endpoint [--weights-only] MODEL_DIR REQUEST_JSON``
+prints the InvokeEndpoint answer as one JSON line and exits 0 when the model answered 200, 1 otherwise. With
+``--weights-only`` (an archive received from elsewhere: ``cli generate --model``) nothing of the archive runs: its
+weights go into this checkout's model (``training/export/received.py``), whose own export is served.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import importlib.util
 import io
 import json
 import sys
+import tempfile
 from collections import namedtuple
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
@@ -50,10 +53,10 @@ class LocalEndpoint:
     Args:
         model_dir: the unpacked model.tar.gz (``<n>/saved_model.pb``, ``code/inference.py``, ...).
 
-    Example:
-        >>> endpoint = LocalEndpoint(Path("runs/model"))
-        >>> endpoint.invoke_endpoint(b'{"inputs": "def main(", "parameters": {"max_new_tokens": 8}}')["StatusCode"]
-        200
+    Usage (a trained model's unpacked archive; ``endpoint_test.py`` serves one)::
+
+        endpoint = LocalEndpoint(Path("runs/model"))
+        endpoint.invoke_endpoint(b'{"inputs": "def main(", "parameters": {"max_new_tokens": 8}}')["StatusCode"]  # 200
     """
 
     def __init__(self, model_dir: Path):
@@ -123,13 +126,32 @@ class LocalEndpoint:
 
 
 def main(argv: list[str]) -> int:
-    model_dir, request = Path(argv[0]), argv[1]
-    answer = LocalEndpoint(model_dir).invoke_endpoint(request.encode())
+    weights_only = argv[:1] == ["--weights-only"]
+    model_dir, request = Path(argv[weights_only]), argv[weights_only + 1]
+    with tempfile.TemporaryDirectory() as folder:
+        if weights_only:
+            model_dir = reexported(model_dir, Path(folder))
+            if model_dir is None:
+                return 1
+        answer = LocalEndpoint(model_dir).invoke_endpoint(request.encode())
     print(json.dumps(answer), flush=True)
     if answer["StatusCode"] != 200:
         print(answer["Error"]["Message"], file=sys.stderr)
         return 1
     return 0
+
+
+def reexported(model_dir: Path, folder: Path) -> Path | None:
+    """This checkout's export of the archive's weights in ``folder`` (None, the reason on stderr, when they do not
+    make this checkout's model)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))  # the training package's import root
+    from export.received import NotOurModel, reexport
+
+    try:
+        return reexport(model_dir, folder / "model")
+    except NotOurModel as error:
+        print(f"refused: not a model of this checkout: {error}", file=sys.stderr)
+        return None
 
 
 if __name__ == "__main__":

@@ -80,16 +80,21 @@ INPUTS = {
 EXECUTION_NAMES = ("first-run", "2026-12-01_Pile CC, run #7 (retry)/" + "x" * 60)
 
 
-def plans(tmp_path_factory) -> dict[str, dict]:
+def corpus_store(tmp_path_factory) -> FolderStore:
     store = FolderStore(tmp_path_factory.mktemp("s3"))
     for i in range(8):
         store.put_text(f"{CORPUS}{i:02d}.jsonl.zst", "x")
         store.put_text(f"{MIX_SOURCE}{i:03d}_00000.parquet", "x")
+    return store
+
+
+def plans(tmp_path_factory) -> dict[str, dict]:
     result = {}
     for stage in ("dev", "prod"):
         settings = make_settings(stage)
         for input_name, overrides in INPUTS.items():
             for execution_name in EXECUTION_NAMES:
+                store = corpus_store(tmp_path_factory)  # each plan its own: a run name names one run's shape
                 corpus = overrides.get("corpus", {})
                 raw = {
                     **copy.deepcopy(overrides),

@@ -60,9 +60,8 @@ def test_a_hung_test_fails_with_its_name_within_the_suites_time_limit(tmp_path: 
 
 def test_the_two_cpu_tests_fail_with_the_reason_where_tensorflow_started_first(tmp_path: Path):
     (tmp_path / "tensorflow_first.py").write_text("import tensorflow as tf\n\ntf.constant(0)  # devices initialised\n")
-    run = pytest_in(
-        ROOT, "-p", "tensorflow_first", "training/observe/step_timer_test.py", "-k", "sync_probe", path=str(tmp_path)
-    )
+    test = "test_sync_probe_times_an_all_reduce_over_two_replicas_and_is_none_for_one"
+    run = pytest_in(ROOT, "-p", "tensorflow_first", f"training/observe/step_timer_test.py::{test}", path=str(tmp_path))
     assert run.returncode == 1, run.stdout
     assert "1 error" in run.stdout, run.stdout
     assert "this test needs two logical CPUs: TensorFlow was initialised before training/conftest.py" in run.stdout

@@ -146,6 +146,13 @@ def dataset_dir(tmp_path_factory) -> Path:
     return write_dataset(tmp_path_factory.mktemp("dataset") / "tokens")
 
 
+@pytest.fixture(autouse=True)
+def _examples_dataset(request, doctest_namespace) -> None:
+    """The docstring examples (collected by the root conftest.py) find the tiny dataset as ``dataset_dir``."""
+    if isinstance(request.node, pytest.DoctestItem):
+        doctest_namespace["dataset_dir"] = request.getfixturevalue("dataset_dir")
+
+
 @pytest.fixture(scope="session")
 def mixed_dataset_dir(tmp_path_factory) -> Path:
     """The tiny dataset as a mix of two sources: shards 0 and 2 of "code", 1 and 3 of "mail" (validation: 0, 1)."""

@@ -214,7 +214,9 @@ def test_defaults_are_the_processing_paths_and_strings_parse():
     assert (args.vocab_size, args.sequence_length, args.shard_size_mb) == (50257, 2048, 1024.0)
     assert (args.validation_fraction, args.pile_set_names, args.workers, args.host) == (0.0005, frozenset(), 0, None)
     parsed = build_parser().parse_args(["tokenizer", "--pile_set_names", "Github, ArXiv,", "--sample_bytes", "2G"])
-    assert parsed.pile_set_names == {"Github", "ArXiv"} and parsed.sample_bytes == 2 << 30
+    assert (
+        parsed.pile_set_names == {"Github", "ArXiv"} and parsed.sample_bytes == 2 * 10**9
+    )  # G is decimal (contract/sizes.py)
     repeated = build_parser().parse_args(["shards", "--pile_set_names=Gutenberg (PG-19)", "--pile_set_names", "ArXiv"])
     assert repeated.pile_set_names == {"Gutenberg (PG-19)", "ArXiv"}
 

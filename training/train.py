@@ -4,9 +4,9 @@ SageMaker runs ``python train.py --name value ...`` in this folder (hyperparamet
 locally run the same with ``--train_dir <dataset>`` etc. ``python train.py --help`` lists every
 hyperparameter. The run:
 
-    1. checks the channels, tokenizer, vocabulary and sequence length (no compute spent yet); points XLA's
-       persistent compilation cache at <checkpoint_dir>/xla-cache before TensorFlow starts (run/compile_cache.py),
-       so a restarted job loads the compiled steps instead of compiling them again
+    1. checks TensorFlow's and Keras' versions, the channels, tokenizer, vocabulary and sequence length (no compute
+       spent yet); points XLA's persistent compilation cache at <checkpoint_dir>/xla-cache before TensorFlow
+       starts (run/compile_cache.py), so a restarted job loads the compiled steps instead of compiling them again
     2. creates the engine (MultiWorkerMirroredStrategy, MirroredStrategy, default or Horovod API)
     3. builds the model and AdamW, restores the newest checkpoint if any
     4. trains max_steps steps: [train] lines, [valid] lines, checkpoints
@@ -61,7 +61,9 @@ def run(args, env) -> int:
     """Trains and exports; after a SIGTERM, checkpoints and returns STOPPED_EXIT_CODE without exporting."""
     from run.loop import TrainingRun  # imports TensorFlow: after argument parsing, so --help is fast
     from run.stop_signal import STOPPED_EXIT_CODE
+    from run.versions import check_versions
 
+    check_versions()
     training = TrainingRun(args, env)
     training.train()
     if training.stopped_at is None:

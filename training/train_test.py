@@ -370,7 +370,10 @@ def test_missing_train_channel_is_a_clear_error(tmp_path):
 
 
 def test_a_diverging_loss_stops_training_and_leaves_only_finite_checkpoints(dataset_dir, tmp_path, monkeypatch):
-    """A peak learning rate of 1e30 diverges in a step; the CLI refuses it (at most 1), so the schedule is given it."""
+    """A peak learning rate of 1e30 diverges in a step; the CLI refuses it (at most 1), so the schedule is given it.
+
+    Every later step is skipped (none reaches the weights); the job ends once more are skipped than the health rule
+    allows in its window, here 3, at the log line of the fourth skipped step (steps 2-5)."""
     monkeypatch.setattr(run.loop, "WarmupCosine", lambda peak, *rest: WarmupCosine(1e30, *rest))
     code, failure = failing_run(
         dataset_dir,
@@ -383,8 +386,17 @@ def test_a_diverging_loss_stops_training_and_leaves_only_finite_checkpoints(data
         "10",
         "--eval_every",
         "0",
+        "--log_every",
+        "1",
+        "--health_rules",
+        '{"max_skipped_steps": 3}',
     )
-    assert code == 1 and "NonFiniteLoss" in failure and "training stopped before applying it" in failure, failure
+    assert (
+        code == 1
+        and "NonFiniteLoss: 4 steps skipped for a non-finite loss or gradient in the 1000 steps to "
+        "step 5 (health_rules max_skipped_steps 3)"
+        in failure
+    ), failure
     newest = tf.train.latest_checkpoint(str(tmp_path / "ckpt"))
     assert newest is not None
     reader = tf.train.load_checkpoint(newest)

@@ -207,20 +207,20 @@ def test_a_run_longer_than_its_max_run_hours_names_both_numbers_and_the_fixes():
         load({"training": {**prod, "train_tokens": "300B", "max_run_hours": 200}})
     assert error.value.field == "training.max_run_hours"
     message = str(error.value)
-    assert "the run needs about 229 h but training.max_run_hours is 200: 197.9 h of training" in message
-    assert "(300B tokens at 38.4% MFU, modelled) + 15% for checkpoints and spot restarts + 0.5 h start-up" in message
-    assert "Set training.max_run_hours = 229 (SageMaker allows up to 672)" in message
-    assert "or training.train_tokens = 262.9B (what 200 h trains); or training.instance_count = 8" in message
-    assert load({"training": {**prod, "train_tokens": "262.9B", "max_run_hours": 200}})  # the fix it names fits
-    assert load({"training": {**prod, "train_tokens": "300B", "max_run_hours": 229}})
-    on_demand = {**prod, "train_tokens": "300B", "max_run_hours": 300, "spot": False}  # 271.2 x 1.05 + 0.5 = 285.3
+    assert "the run needs about 253 h but training.max_run_hours is 200: 219.0 h of training" in message
+    assert "(300B tokens at 34.7% MFU, modelled) + 15% for checkpoints and spot restarts + 0.5 h start-up" in message
+    assert "Set training.max_run_hours = 253 (SageMaker allows up to 672)" in message
+    assert "or training.train_tokens = 237.6B (what 200 h trains); or training.instance_count = 8" in message
+    assert load({"training": {**prod, "train_tokens": "237.6B", "max_run_hours": 200}})  # the fix it names fits
+    assert load({"training": {**prod, "train_tokens": "300B", "max_run_hours": 253}})
+    on_demand = {**prod, "train_tokens": "300B", "max_run_hours": 300, "spot": False}  # 219.0 x 1.05 + 0.5 = 230.5
     assert load({"training": on_demand}).training.max_run_hours == 300
 
 
 def test_counts_of_tokens_may_be_written_as_sizes():
     training = load({"training": {"train_tokens": "1.5B", "global_batch_tokens": "524_288"}}).training
     assert (training.train_tokens, training.global_batch_tokens) == (1_500_000_000, 524_288)
-    with pytest.raises(ConfigError, match=r"training.train_tokens: 'lots' is not valid; expected a count such as"):
+    with pytest.raises(ConfigError, match=r"training.train_tokens: 'lots' is not valid; expected an amount such as"):
         load({"training": {"train_tokens": "lots"}})
 
 

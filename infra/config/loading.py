@@ -5,8 +5,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
-import math
-import re
 import types
 import typing
 from pathlib import Path
@@ -14,20 +12,12 @@ from typing import Any
 
 from infra.config.sections import PLACEHOLDER_ACCOUNT, ConfigError, StageConfig
 from infra.config.validation import validate
+from infra.training_code import training_module
 
-COUNT_FIELDS = ("train_tokens", "global_batch_tokens")  # counts that may be written as sizes: "300B", "1M"
-_SCALES = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
-
-
-def parse_count(text: str) -> int:
-    """'300B' -> 300,000,000,000; '1.5T', '6M', '4k', '300e9' and '524_288' too; ValueError otherwise."""
-    match = re.fullmatch(r"([0-9_]*\.?[0-9_]+(?:e[0-9]+)?)\s*([kmbgt]?)", text.strip().lower())
-    if not match:
-        raise ValueError(f"{text!r}: expected a count like 300B, 1.5T, 6M or 524288")
-    value = float(match.group(1).replace("_", "")) * _SCALES[match.group(2)]
-    if not math.isfinite(value):  # "1e400"
-        raise ValueError(f"{text!r}: expected a count like 300B, 1.5T, 6M or 524288")
-    return round(value)
+COUNT_FIELDS = ("train_tokens", "global_batch_tokens")  # counts that may be written as amounts: "300B", "1M"
+# '300B' -> 300,000,000,000; '1.5T', '6M', '4k', '300e9' and '524_288' too: training/contract/sizes.py's one grammar
+# of amounts, which preprocess.py's sizes also take; ValueError otherwise.
+parse_count = training_module("sizes").parse_amount
 
 
 def load_stage_config(context: dict[str, Any], default_account: str | None = None) -> StageConfig:
@@ -121,7 +111,7 @@ def _count(field: str, text: str) -> int:
     try:
         return parse_count(text)
     except ValueError:
-        raise ConfigError(field, text, "a count such as 300B, 1.5T, 6M or 524288") from None
+        raise ConfigError(field, text, training_module("sizes").AMOUNT_RULE) from None
 
 
 def _check_mapping(field: str, value: Any) -> dict[str, Any]:

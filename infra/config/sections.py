@@ -273,7 +273,8 @@ class ObservabilityConfig:
             steps (defaults 1 and 500).
         stalled_minutes: a job with no new step for this long (default 30).
         memory_percent: peak device memory, or host memory, above this share (default 90).
-        max_skipped_steps: steps skipped for a non-finite loss or gradient (fp16) beyond this (default 10).
+        max_skipped_steps: steps skipped for a non-finite loss or gradient beyond this within
+            ``skipped_window_steps`` steps end the job (defaults 10 and 1000).
         alarm_minutes: how long a health condition lasts before its alarm fires (default 15).
         state_machine_log_level: ``ALL`` (default: every state's start and end) or ``ERROR`` (failures only).
         log_execution_data: include each state's input and output in the log (default true).
@@ -292,6 +293,7 @@ class ObservabilityConfig:
     stalled_minutes: int = HEALTH_DEFAULTS.stalled_minutes
     memory_percent: int = HEALTH_DEFAULTS.memory_percent
     max_skipped_steps: int = HEALTH_DEFAULTS.max_skipped_steps
+    skipped_window_steps: int = HEALTH_DEFAULTS.skipped_window_steps
     alarm_minutes: int = 15
     state_machine_log_level: str = "ALL"
     log_execution_data: bool = True
@@ -332,6 +334,7 @@ class StageConfig:
     the jobs' role (and the Plan function, for listing) may then read them.
 
     Example:
+        >>> from infra.config import load_stage_config
         >>> cfg = load_stage_config({"stage": "dev", "stages": {"dev": {"training": {"spot": False}}}})
         >>> cfg.training.spot
         False

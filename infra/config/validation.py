@@ -283,7 +283,7 @@ def _validate_observability(obs: ObservabilityConfig) -> None:
         raise ConfigError(
             "observability.loss_min_drop_percent", obs.loss_min_drop_percent, "a percentage from 0 to 100"
         )
-    for name in ("loss_window_steps", "stalled_minutes", "alarm_minutes"):
+    for name in ("loss_window_steps", "skipped_window_steps", "stalled_minutes", "alarm_minutes"):
         _positive(f"observability.{name}", getattr(obs, name))
     for name in ("profile_start", "profile_steps", "max_skipped_steps"):
         if getattr(obs, name) < 0:

@@ -103,7 +103,8 @@ def describe(p: Estimate, max_run_hours: int | None = None, spot: bool = False) 
         f"{st.matmul:,.3f} s + memory-bound {st.memory:,.3f} s)"
         + (f" x bubble {st.bubble_factor:.2f}" if st.bubble_factor > 1 else "")
         + f" + optimizer {st.optimizer:,.3f} s + all-reduce {st.allreduce_exposed:,.3f} s of {st.allreduce:,.3f} s "
-        f"({i.implementation.allreduce_dtype}{', overlapped' if i.implementation.overlap else ''})",
+        f"({i.implementation.allreduce_dtype}, "
+        + ("overlapped with the last backward pass)" if i.implementation.overlap else "after the backward pass)"),
         f"  MFU                    {p.modelled_mfu:.1%} modelled; {p.tokens_per_second:,.0f} tokens/s modelled",
         f"  tokens per day         {_tokens(p.tokens_per_day)}",
         f"  time to {_tokens(i.train_tokens):<15}{_duration(p.train_days)}",

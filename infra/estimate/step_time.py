@@ -27,9 +27,12 @@ each byte written is read once more (the factor 2). The bytes depend on the impl
 - The weights: each forward casts them to 16 bits (2 bytes, again when recomputing or re-materialising) and
   each micro-batch adds its gradient to the running sum (4); the optimizer writes 40 bytes per parameter without
   XLA (AdamW as ~10 passes), 16 with.
-- The all-reduce (``compute.allreduce_seconds``): after the backward pass and not overlapped today
-  (MultiWorkerMirroredStrategy with one pack); bucketed, all but what outlasts the last micro-batch's
-  backward pass is hidden (``overlap``).
+- The all-reduce (``compute.allreduce_seconds``), of float32 gradients (``training/run/engines.py``: the dtype NCCL
+  takes), in the code after the whole backward pass: the trainer sums the step's micro-batches before it reduces,
+  and the compiled micro-step returns every gradient at its end, so no pack can leave earlier and nothing hides
+  it (``AFTER``). Where the packs are sent as the last micro-batch's backward pass produces them (``overlap``, the
+  reference's), all but what outlasts that backward pass is hidden: the part of the all-reduce longer than the
+  backward share of a micro-batch (its FLOPs, recomputation included, less the forward's) is exposed.
 
 Kernel-launch and host overheads are left out (with XLA there are few launches; without it TensorFlow's
 executor runs ahead of the GPU while kernels are large).
@@ -90,8 +93,8 @@ class Implementation:
         return "naive" if self.attention == "naive" else "lean"
 
 
-BEFORE = Implementation("before", attention="naive", xla=False)  # the code as of issue 37: naive, no XLA
-AFTER = Implementation("after", "lean", xla=True, overlap=True, parallel_checkpoint=True, xla_auto=True)  # 37, 41
+BEFORE = Implementation("before", attention="naive", xla=False)  # naive attention, no XLA, the chief checkpoints
+AFTER = Implementation("after", "lean", xla=True, parallel_checkpoint=True, xla_auto=True)  # this code
 REFERENCE = Implementation("reference", attention="flash", xla=True, overlap=True, parallel_checkpoint=True)
 IMPLEMENTATIONS = {i.name: i for i in (BEFORE, AFTER, REFERENCE)}
 

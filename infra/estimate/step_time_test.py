@@ -1,4 +1,4 @@
-"""The modelled step time: its parts, before and after issues 37 and 41, and against llm-foundry's published MFU."""
+"""The modelled step time: its parts, before and after issues 37, 41 and 48, and against llm-foundry's published MFU."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from infra.estimate import step_time
+from infra.estimate import compute, step_time
 from infra.estimate.estimate import estimate
 from infra.estimate.estimate_test import prod
 from infra.estimate.step_time import AFTER, BEFORE, REFERENCE
@@ -25,7 +25,9 @@ def test_score_sized_bytes_per_element_and_layer_are_the_counted_ones():
 
 
 def test_prod_before_and_after_issue_37_on_p4d_and_p5():
-    """The closing note's figures: modelled MFU of gpt3-1.3b, micro-batch 4, full recomputation, 4 instances."""
+    """The closing note's figures: modelled MFU of gpt3-1.3b, micro-batch 4, full recomputation, 4 instances. Since
+    issue 48 the all-reduce follows the backward pass, as the code runs it (hidden, as the model had it: 38.4%, 30.3%).
+    """
     mfu = {
         (kind, impl.name): round(prod(instance_type=kind, implementation=impl).modelled_mfu, 3)
         for kind in ("ml.p4d.24xlarge", "ml.p5.48xlarge")
@@ -33,9 +35,9 @@ def test_prod_before_and_after_issue_37_on_p4d_and_p5():
     }
     assert mfu == {
         ("ml.p4d.24xlarge", "before"): 0.183,
-        ("ml.p4d.24xlarge", "after"): 0.384,
+        ("ml.p4d.24xlarge", "after"): 0.347,
         ("ml.p5.48xlarge", "before"): 0.138,
-        ("ml.p5.48xlarge", "after"): 0.303,
+        ("ml.p5.48xlarge", "after"): 0.288,
     }
     before, after = prod(implementation=BEFORE), prod()
     # Today the score-sized and unfused passes take longer than the matmuls (issue 37: "about as long").
@@ -44,12 +46,32 @@ def test_prod_before_and_after_issue_37_on_p4d_and_p5():
     assert before.step.matmul == after.step.matmul  # the same FLOPs at the same rate
 
 
-def test_the_all_reduce_is_exposed_today_and_hidden_behind_the_last_backward_pass_when_overlapped():
+def test_the_all_reduce_follows_the_backward_pass_as_the_code_runs_it():
+    """Issue 48: the trainer reduces the step's summed gradients, in float32, after the last micro-batch's compiled
+    backward pass has returned all of them: nothing overlaps it."""
     before, after = prod(implementation=BEFORE), prod()
     assert before.step.allreduce_exposed == before.step.allreduce == pytest.approx(0.266, abs=0.001)
-    assert after.step.allreduce == before.step.allreduce and after.step.allreduce_exposed == 0
+    assert after.step.allreduce_exposed == after.step.allreduce == before.step.allreduce
+    assert after.step.total == pytest.approx(after.step.compute + after.step.allreduce)
+    assert AFTER.allreduce_dtype == "fp32" and not AFTER.overlap
     bf16 = prod(implementation=dataclasses.replace(BEFORE, allreduce_dtype="bf16"))
     assert bf16.step.allreduce == pytest.approx(before.step.allreduce / 2)
+
+
+def test_an_overlapped_all_reduce_hides_behind_the_backward_share_of_a_micro_batch_only():
+    """With overlap (the reference's), what outlasts the last micro-batch's backward pass is exposed: the backward
+    share of its time is its FLOPs less the forward's, recomputation included (micro-batch 1: 0.266 s against
+    0.166 s of micro-batch, 74.5% of it backward, so 0.142 s exposed; against the whole micro-batch it would be 0.100).
+    """
+    overlapped = prod(implementation=dataclasses.replace(AFTER, overlap=True), micro_batch_size=1)
+    st, shape = overlapped.step, PRESETS["gpt3-1.3b"]
+    forward = compute.model_flops_per_token(shape, overlapped.parameters, 2048) / 3
+    backward_share = 1 - forward / overlapped.hardware_flops_per_token  # 1 - 3.03 G / 11.92 G
+    assert backward_share == pytest.approx(0.7455, abs=1e-4)
+    assert 0 < st.allreduce_exposed < st.allreduce
+    assert st.allreduce_exposed == pytest.approx(st.allreduce - backward_share * st.micro_batch, rel=1e-9)
+    assert st.allreduce_exposed == pytest.approx(0.142, abs=0.001)
+    assert prod(implementation=dataclasses.replace(AFTER, overlap=True)).step.allreduce_exposed < 0.05  # micro 4
 
 
 def test_selective_recomputation_executes_less_than_full():

@@ -78,8 +78,8 @@ def health_alarms(obs: ObservabilityConfig, gpus_per_host: int) -> list[HealthAl
             obs.max_skipped_steps,
             1,
             f"Training skipped more than {obs.max_skipped_steps} steps in {PERIOD_MINUTES} minutes for a non-finite "
-            "gradient (fp16 overflow): lower the learning rate or use bf16. A non-finite loss stops the job (the "
-            "job-failure notification).",
+            "loss or gradient: lower the learning rate or raise its warm-up (fp16: use bf16). More than "
+            f"{obs.max_skipped_steps} in {obs.skipped_window_steps} steps stop the job (the job-failure notification).",
         ),
         HealthAlarm(
             "TrainingStalled",

@@ -12,6 +12,7 @@ naming the field: ``training.instance_count: 0 is not valid; expected a positive
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import math
 import re
@@ -32,9 +33,7 @@ from infra.config import (
 from infra.training_code import preprocess_options, training_module
 
 CORPUS_SUFFIXES = training_module("formats").SUFFIXES  # what preprocessing reads (training/contract/formats.py)
-FIELD_NAME = r"[^\x00-\x1f\x7f]{1,128}"  # a JSON key or Parquet column: printable, one container argument
 RUN_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}"  # a folder of the checkpoints bucket, never "." or ".."
-SIZE = training_module("sizes").SIZE  # bytes, binary multiples: 6M, 1.5G, 2GiB (training/contract/sizes.py)
 S3_URI = r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?"
 # Each Pile subset name goes to the processing jobs as a container argument of its own, PILE_SET_OPTION + name (a
 # mix's: SOURCE_PILE_SET_OPTION + source + ":" + name), at most aws_limits().container_argument_chars long. Of
@@ -45,6 +44,7 @@ SOURCE_PILE_SET_OPTION = preprocess_options()["source_pile_set_names"].prefix
 MAX_PILE_SET_NAMES = 64
 # A job's ProcessingInputs: the code, the tokenizer and one a source.
 MAX_SOURCES = aws_limits().processing_inputs - 2
+MAX_NUMBER = 10**18  # any number of the input, before arithmetic: no field needs more, 1e308 + 1e308 overflows
 
 
 class InputError(Exception):
@@ -133,6 +133,8 @@ class WorkflowInput:
         hyperparameters: extra ``train.py`` hyperparameters, e.g. ``{"learning_rate": 3e-4}``, checked against
             train.py's own schema (``training/contract/hparams.py``): names, types and ranges.
         force_preprocess: preprocess even when the dataset's manifest already exists.
+        resume: continue the run ``run_name`` names on this execution's dataset even when it was planned with
+            another (``runs.py``); a run of another shape is refused whatever this says.
     """
 
     corpus: CorpusInput = CorpusInput()
@@ -143,6 +145,7 @@ class WorkflowInput:
     run_name: str | None = None
     hyperparameters: dict[str, Any] = dataclasses.field(default_factory=dict)
     force_preprocess: bool = False
+    resume: bool = False
 
     @property
     def vocab_size(self) -> int:
@@ -158,12 +161,15 @@ def parse_input(raw: Any, stage: StageConfig) -> WorkflowInput:
     """Merges ``raw`` over the stage's defaults and validates the result; raises ConfigError."""
     if not isinstance(raw, dict):
         raise ConfigError("input", raw, "a JSON object")
+    check_numbers(raw, "")
     raw = dict(raw)
     if isinstance(raw.get("deploy"), bool):  # {"deploy": true} is short for {"deploy": {"enabled": true}}
         raw["deploy"] = {"enabled": raw["deploy"]}
     defaults = {name: dataclasses.asdict(getattr(stage, name)) for name in ("preprocessing", "training", "deploy")}
     parsed = build_dataclass(WorkflowInput, deep_merge(defaults, raw), "")
     _validate_workflow_fields(parsed)  # before the estimate's checks, which need every field valid
+    parsed = _as_folders(parsed)
+    _check_evaluation(parsed)
     validate(
         dataclasses.replace(stage, preprocessing=parsed.preprocessing, training=parsed.training, deploy=parsed.deploy)
     )
@@ -174,6 +180,64 @@ def parse_input(raw: Any, stage: StageConfig) -> WorkflowInput:
             given, value = getattr(parsed.training, field), getattr(stage.training, field)
             raise ConfigError(f"training.{field}", given, f"the stage's ({value}): set it there")
     return parsed
+
+
+def check_numbers(value: Any, field: str) -> None:
+    """Raises ConfigError naming the first number of ``value`` (any depth) that is not finite or is larger in
+    magnitude than ``MAX_NUMBER``: every later check and sum may then do arithmetic on it."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            check_numbers(item, f"{field}.{key}" if field else str(key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            check_numbers(item, f"{field}[{i}]")
+    elif isinstance(value, int | float) and not isinstance(value, bool) and not abs(value) <= MAX_NUMBER:  # NaN too
+        raise ConfigError(field, value, f"a finite number of magnitude at most {MAX_NUMBER:.0e}")
+
+
+def corpus_folder(uri: str) -> str:
+    """A corpus URI as the folder it names: S3 prefixes match by characters, so ``s3://raw/pile`` would also read
+    ``pile-old/`` and ``pile.jsonl``; ``s3://raw/pile/`` reads only the folder."""
+    return uri if uri.endswith("/") else uri + "/"
+
+
+def _as_folders(parsed: WorkflowInput) -> WorkflowInput:
+    """The input with each corpus URI a folder (``corpus_folder``); ConfigError for a source given twice or held in
+    another's folder (its files would be read twice)."""
+    corpus = parsed.corpus
+    sources = tuple(dataclasses.replace(s, s3_uri=corpus_folder(s.s3_uri)) for s in corpus.sources)
+    for i, source in enumerate(sources):
+        for j, other in enumerate(sources[:i]):
+            if source.s3_uri.startswith(other.s3_uri) or other.s3_uri.startswith(source.s3_uri):
+                expected = f"a folder apart from corpus.sources[{j}]'s ({other.s3_uri}): its files would be read twice"
+                raise ConfigError(f"corpus.sources[{i}].s3_uri", source.s3_uri, expected)
+    uri = corpus.s3_uri and corpus_folder(corpus.s3_uri)
+    return dataclasses.replace(parsed, corpus=dataclasses.replace(corpus, s3_uri=uri, sources=sources))
+
+
+def _check_evaluation(parsed: WorkflowInput) -> None:
+    """Evaluation (``eval_every`` > 0, train.py's default 500) reads the validation split: a fraction that picks no
+    document (0, or below the 2^-64 its hash resolves, ``pile/encode.py``) fails the training job at its start."""
+    hparams = training_module("hparams")
+    given = hparams.check_hyperparameters(parsed.hyperparameters)
+    eval_every = given.get("eval_every", hparams.BY_NAME["eval_every"].default)
+    fraction = parsed.preprocessing.validation_fraction
+    if eval_every > 0 and fraction * 2.0**64 < 1:
+        raise ConfigError(
+            "preprocessing.validation_fraction",
+            fraction,
+            f"a fraction of at least 2^-64 (0.0005 is usual): evaluation every {eval_every} steps "
+            "(hyperparameters.eval_every) reads the validation split; or hyperparameters.eval_every 0",
+        )
+
+
+def _job_rule(option: str, value: str, field: str) -> None:
+    """preprocess.py's own check of ``--option value`` (``training/contract/preprocess_options.py``): the job's rule
+    for a name is the one the Plan step applies."""
+    try:
+        preprocess_options()[option].check(value)
+    except (argparse.ArgumentTypeError, ValueError) as error:
+        raise ConfigError(field, value, str(error)) from None
 
 
 def _check_model_vocabulary(parsed: WorkflowInput) -> None:
@@ -204,6 +268,7 @@ def _validate_workflow_fields(parsed: WorkflowInput) -> None:
         raise ConfigError("run_name", parsed.run_name, "letters, digits, '.', '_' or '-', at most 80")
     longest = aws_limits().container_argument_chars - len(PILE_SET_OPTION)
     for name in parsed.corpus.pile_sets():
+        _job_rule("pile_set_names", name, "corpus.pile_set_names")
         if len(name) > longest:
             expected = f"names of at most {longest} characters (SageMaker's limit)"
             raise ConfigError("corpus.pile_set_names", name, expected)
@@ -211,15 +276,10 @@ def _validate_workflow_fields(parsed: WorkflowInput) -> None:
         raise ConfigError(
             "corpus.pile_set_names", parsed.corpus.pile_set_names, f"at most {MAX_PILE_SET_NAMES} comma-separated names"
         )
-    if not re.fullmatch(FIELD_NAME, parsed.corpus.text_field):
-        expected = "a field name of 1 to 128 printable characters"
-        raise ConfigError("corpus.text_field", parsed.corpus.text_field, expected)
+    _job_rule("text_field", parsed.corpus.text_field, "corpus.text_field")
     if parsed.corpus.tokenizer_sample_files <= 0:
         raise ConfigError("corpus.tokenizer_sample_files", parsed.corpus.tokenizer_sample_files, "a positive integer")
-    if not re.fullmatch(SIZE, parsed.corpus.tokenizer_sample_bytes):  # as preprocess.py's parse_size reads it
-        raise ConfigError(
-            "corpus.tokenizer_sample_bytes", parsed.corpus.tokenizer_sample_bytes, "a size like 500M, 1.5G or 2GiB"
-        )
+    _job_rule("sample_bytes", parsed.corpus.tokenizer_sample_bytes, "corpus.tokenizer_sample_bytes")
     _validate_sources(parsed.corpus)
     hparams = training_module("hparams")  # the names the workflow sets: hyperparameters.check_hyperparameters
     try:
@@ -256,10 +316,11 @@ def _validate_sources(corpus: CorpusInput) -> None:
         if source.weight / total < 1 / hparams.MIX_PERIOD:
             expected = f"a share of at least 1 / {hparams.MIX_PERIOD:,} of the weights' sum ({total:g})"
             raise ConfigError(f"{field}.weight", source.weight, expected)
-        if source.text_field is not None and not re.fullmatch(FIELD_NAME, source.text_field):
-            raise ConfigError(f"{field}.text_field", source.text_field, "a field name of 1 to 128 printable characters")
+        if source.text_field is not None:
+            _job_rule("text_field", source.text_field, f"{field}.text_field")
         longest = aws_limits().container_argument_chars - len(f"{SOURCE_PILE_SET_OPTION}{source.name}:")
         for name in comma_names(source.pile_set_names):
+            _job_rule("pile_set_names", name, f"{field}.pile_set_names")
             if len(name) > longest:
                 expected = f"names of at most {longest} characters (SageMaker's limit)"
                 raise ConfigError(f"{field}.pile_set_names", name, expected)

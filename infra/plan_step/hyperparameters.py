@@ -114,7 +114,7 @@ def check_hyperparameters(settings: StackSettings, inp: WorkflowInput) -> Any:
         if name in hparams.PATHS or hparams.is_reserved(name):
             expected = "no such hyperparameter: SageMaker and the workflow choose the job's paths and SageMaker's own"
             raise InputError(f"hyperparameters.{name}: {hparams.shown(value)} is not valid; expected {expected}")
-        if name in owned:
+        if name in owned or name == "source_weights":  # without a mix train.py finds no source to weigh
             instead = (
                 "corpus.sources' weights"
                 if name == "source_weights"

@@ -19,12 +19,12 @@ KINDS = {
 def resource_names(prefix: str, execution_name: str) -> dict[str, str]:
     """One name per kind, unique per execution and within SageMaker's limits.
 
-    ``gpt-dev`` + ``2026-11-30_first run`` -> ``gpt-dev-2026-11-30-first-run-3f9c2a-trn``. The short hash
-    keeps two executions whose names differ only in punctuation or past the cut apart.
+    The execution's name, punctuation made dashes, and a short hash of it, which keeps two executions whose names
+    differ only in punctuation or past the cut apart.
 
     Example:
-        >>> resource_names("gpt-dev", "run1")["training"]
-        'gpt-dev-run1-...-trn'  # doctest: +SKIP
+        >>> resource_names("gpt-dev", "2026-11-30_first run")["training"]
+        'gpt-dev-2026-11-30-first-run-e375b7-trn'
     """
     digest = hashlib.sha256(execution_name.encode()).hexdigest()[:6]
     slug = re.sub(r"[^A-Za-z0-9]+", "-", execution_name).strip("-")

@@ -18,6 +18,7 @@ from infra.plan_step.execution_input import CORPUS_SUFFIXES, InputError, Workflo
 from infra.plan_step.hyperparameters import check_hyperparameters
 from infra.plan_step.names import resource_names
 from infra.plan_step.object_store import ObjectStore
+from infra.plan_step.runs import check_run, run_record, run_record_uri
 from infra.plan_step.settings import StackSettings
 from infra.plan_step.sources import (
     check_buckets,
@@ -70,6 +71,7 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
     except ConfigError as error:
         raise InputError(str(error)) from error
     corpus, unsupported = _corpus_files(settings, inp, store) if preprocess else ({}, [])
+    check_run(settings, inp, run_name, store)
     training_request = requests.training_job_request(settings, inp, names["training"], run_name)
 
     samples = f"s3://{settings.datasets_bucket}/inputs/{names['tokenizer']}/tokenizer-sample"
@@ -80,6 +82,7 @@ def plan_execution(raw_input: Any, execution_name: str, settings: StackSettings,
             store.put_text(sample_manifests[source.name], _sample_manifest(source.s3_uri, corpus[source.name], inp))
     if preprocess:  # what the dataset is made from, for the reuse check of later executions
         store.put_text(source_record_uri(settings, inp), json.dumps(dataset_source(settings, inp)))
+    store.put_text(run_record_uri(settings, run_name), json.dumps(run_record(settings, inp)))  # for check_run
     mix_rows = []
     if inp.corpus.sources:  # each source's tokens: estimated from its files, or counted in the dataset's manifests
         if preprocess:

@@ -259,7 +259,7 @@ def test_existing_or_given_tokenizer_is_reused(settings, store):
         ({"hyperparameters": {"keep_checkpoints": 10**9}}, "hyperparameters.keep_checkpoints: 1000000000 is not"),
         ({"hyperparameters": {"seed": 10**5000}}, "hyperparameters.seed: <an integer of about 5,000 digits> is not"),
         ({"hyperparameters": {"sample_prompt": "--export_dir=/x"}}, "expected a string that does not start with '-'"),
-        ({"training": {"train_tokens": "1e400"}}, "training.train_tokens: '1e400' is not valid; expected a count"),
+        ({"training": {"train_tokens": "1e400"}}, "training.train_tokens: '1e400' is not valid; expected an amount"),
         ({"training": {"train_tokens": 10**16}}, "training.train_tokens: 10000000000000000 is not valid; expected at"),
         ({"training": {"n_layer": 400}}, "training.n_layer: 400 is not valid; expected an integer from 0 to 256"),
         ({"training": {"d_model": 100000007}}, "training.d_model: 100000007 is not valid; expected an integer from"),
@@ -365,14 +365,14 @@ def test_a_run_that_cannot_finish_in_its_max_run_hours_is_refused_naming_both_an
     with pytest.raises(InputError) as error:
         plan_execution(raw, "e", settings, store)
     message = str(error.value)
-    assert message.startswith("training.max_run_hours: the run needs about 321 h but training.max_run_hours is 24")
-    assert "Set training.max_run_hours = 321 (SageMaker allows up to 672); or training.train_tokens = 7.3B" in message
+    assert message.startswith("training.max_run_hours: the run needs about 325 h but training.max_run_hours is 24")
+    assert "Set training.max_run_hours = 325 (SageMaker allows up to 672); or training.train_tokens = 7.2B" in message
     assert "unfinished after about $" in message and "$0 " not in message
     assert not store.list("s3://datasets-bucket/inputs/")  # refused before the one write
-    raw["training"]["max_run_hours"] = 321
+    raw["training"]["max_run_hours"] = 325
     assert plan_execution(raw, "e", settings, store)["requests"]["training"]["StoppingCondition"] == {
-        "MaxRuntimeInSeconds": 321 * 3600,
-        "MaxWaitTimeInSeconds": 2 * 321 * 3600,
+        "MaxRuntimeInSeconds": 325 * 3600,
+        "MaxWaitTimeInSeconds": 2 * 325 * 3600,
     }
 
 

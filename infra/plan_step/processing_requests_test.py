@@ -44,7 +44,7 @@ def test_both_jobs_arguments_parse_back_to_what_the_plan_step_meant(settings):
     tokenizer = processing_requests.tokenizer_job_request(settings, inp, "t", {"": "s3://b/m.manifest"})
     shards = processing_requests.shards_job_request(settings, inp, "s")
     read = [parser.parse_args(r["AppSpecification"]["ContainerArguments"]) for r in (tokenizer, shards)]
-    pre, sample_bytes = inp.preprocessing, training_module("sizes").parse_size(inp.corpus.tokenizer_sample_bytes)
+    pre, sample_bytes = inp.preprocessing, training_module("sizes").parse_amount(inp.corpus.tokenizer_sample_bytes)
     assert (read[0].mode, read[0].vocab_size, read[0].sample_bytes) == ("tokenizer", pre.vocab_size, sample_bytes)
     assert (read[1].mode, read[1].sequence_length, read[1].validation_fraction) == (
         "shards",

@@ -61,14 +61,53 @@ def check_buckets(settings: StackSettings, inp: WorkflowInput) -> None:
             )
 
 
+MAX_TOKENIZER_BYTES = 64 << 20  # a 50,257-token BPE's tokenizer.json is about 2 MB
+
+
 def check_given_tokenizer(inp: WorkflowInput, store: ObjectStore) -> None:
-    """Raises ConfigError when ``dataset.tokenizer_s3_uri`` names no file: the shards job would fail after the
-    tokenizer step's instances were paid for."""
+    """Raises ConfigError when ``dataset.tokenizer_s3_uri`` names no file (the shards job would fail after the
+    tokenizer step's instances were paid for), or one with more ids than a given ``hyperparameters.vocab_size``
+    (train.py would refuse it at its start, after preprocessing)."""
     uri = inp.dataset.tokenizer_s3_uri
-    if uri is not None and not store.list(_tokenizer_file(uri)):
+    if uri is None:
+        return
+    found = store.list(_tokenizer_file(uri))
+    if not found:
         raise ConfigError(
             "dataset.tokenizer_s3_uri", uri, f"an existing tokenizer.json ({_tokenizer_file(uri)} does not exist)"
         )
+    if not inp.hyperparameters.get("vocab_size"):  # the model takes the tokenizer's vocabulary
+        return
+    if found[0][1] > MAX_TOKENIZER_BYTES:
+        raise ConfigError(
+            "dataset.tokenizer_s3_uri", uri, f"a tokenizer.json of at most {MAX_TOKENIZER_BYTES >> 20} MiB"
+        )
+    ids = tokenizer_ids(store.read_bytes(found[0][0]))
+    if ids is None:
+        raise ConfigError("dataset.tokenizer_s3_uri", uri, "a tokenizer.json (the tokenizers library's JSON)")
+    if inp.vocab_size < ids:
+        raise ConfigError(
+            "hyperparameters.vocab_size",
+            inp.vocab_size,
+            f"0 or at least the {ids:,} ids of the given tokenizer ({uri}): its ids index the embedding",
+        )
+
+
+def tokenizer_ids(data: bytes) -> int | None:
+    """How many ids a tokenizer.json's vocabulary and added tokens span (the largest id + 1); None when it is not
+    one."""
+    try:
+        body = json.loads(data)
+        vocab = body["model"]["vocab"]
+        ids = [
+            *(vocab.values() if isinstance(vocab, dict) else range(len(vocab))),
+            *(t["id"] for t in body.get("added_tokens") or []),
+        ]
+    except (ValueError, RecursionError, KeyError, TypeError, AttributeError):
+        return None
+    if not ids or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
+        return None
+    return max(ids) + 1
 
 
 def dataset_source(settings: StackSettings, inp: WorkflowInput) -> dict[str, Any]:

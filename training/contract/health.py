@@ -23,7 +23,10 @@ class HealthRules:
         loss_window_steps: steps over which the loss is compared (the last window against the one before).
         stalled_minutes: no step for this long is a stall.
         memory_percent: peak memory above this share of the device's memory is close to full.
-        max_skipped_steps: more steps skipped for a non-finite loss or gradient than this is a problem.
+        max_skipped_steps: more steps skipped for a non-finite loss or gradient than this within
+            ``skipped_window_steps`` steps is a problem, and ends the job (a step is skipped, not applied, when its
+            loss or gradient norm is not finite: float16 overflows, a bad batch or a spike).
+        skipped_window_steps: the steps over which skipped steps are counted.
     """
 
     gpu_underused_percent: float = 60
@@ -33,6 +36,7 @@ class HealthRules:
     stalled_minutes: float = 30
     memory_percent: float = 90
     max_skipped_steps: int = 10
+    skipped_window_steps: int = 1000
 
     @classmethod
     def from_json(cls, text: str) -> HealthRules:
@@ -78,16 +82,17 @@ def loss_windows(
 ) -> tuple[list[tuple[int, float]], list[tuple[int, float]]] | None:
     """The (step, loss) log points compared: the last ``window_steps`` and the ``window_steps`` before them.
 
-    With fewer steps than two windows, the run's second half and its first; None below 2 points.
+    With fewer steps than two windows (or log lines too far apart to fill both), the run's second half and its
+    first; None below 2 points.
     """
     if len(losses) < 2:
         return None
     points, last = list(zip(steps, losses, strict=True)), steps[-1]
     if last - steps[0] >= 2 * window_steps:
-        return (
-            [p for p in points if last - 2 * window_steps < p[0] <= last - window_steps],
-            [p for p in points if p[0] > last - window_steps],
-        )
+        older = [p for p in points if last - 2 * window_steps < p[0] <= last - window_steps]
+        newer = [p for p in points if p[0] > last - window_steps]
+        if older and newer:  # log lines further apart than a window leave one empty: then the halves
+            return older, newer
     half = len(points) // 2
     return points[:half], points[half:]
 
@@ -114,19 +119,24 @@ def _loss_fall(steps: list[int], losses: list[float], window_steps: int, drop: f
     )
 
 
+def skipped_in_window(windows: list[Window], window_steps: int, end: int | None = None) -> int:
+    """Steps skipped in the ``window_steps`` steps up to ``end`` (default: the last window's step), counted by
+    logging window: each window whose step is in that range."""
+    if end is None:
+        end = windows[-1].step if windows else 0
+    return sum(w.skipped for w in windows if end - window_steps < w.step <= end)
+
+
 def _steady(windows: list[Window]) -> list[Window]:
     """Windows after the first (which holds tracing and warm-up), unless it is the only one."""
     return windows[1:] if len(windows) > 1 else windows
 
 
-def verdicts(
-    windows: list[Window], rules: HealthRules, longest_gap_s: float, nonfinite: int = 0, on_gpu: bool = True
-) -> list[Verdict]:
+def verdicts(windows: list[Window], rules: HealthRules, longest_gap_s: float, on_gpu: bool = True) -> list[Verdict]:
     """Every rule's verdict for the run.
 
-    ``longest_gap_s`` is the longest time between two steps, ``nonfinite`` the steps whose loss was NaN or
-    infinite (the loop stops at the first). Without a GPU (``on_gpu`` false: a CPU run such as ``make run``'s)
-    "GPUs underused" is not judged.
+    ``longest_gap_s`` is the longest time between two steps. Without a GPU (``on_gpu`` false: a CPU run such as
+    ``make run``'s) "GPUs underused" is not judged.
     """
     if not windows:
         return [Verdict("training", None, "no logging window completed")]
@@ -139,6 +149,7 @@ def verdicts(
     steps, losses = [w.step for w in windows], [w.loss for w in windows]
     drop = loss_drop_percent(steps, losses, rules.loss_window_steps)
     skipped = sum(w.skipped for w in windows)
+    worst = max(skipped_in_window(windows, rules.skipped_window_steps, w.step) for w in windows)
     shares = [w.memory_share for w in windows if w.memory_share is not None]
     peak_gb = max(w.peak_memory_gb for w in windows)
     return [
@@ -168,9 +179,9 @@ def verdicts(
         ),
         Verdict(
             "loss not finite",
-            nonfinite == 0 and skipped <= rules.max_skipped_steps,
-            f"{nonfinite} steps with a non-finite loss, {skipped} steps skipped for a non-finite gradient "
-            f"(threshold {rules.max_skipped_steps})",
+            worst <= rules.max_skipped_steps,
+            f"{skipped} steps skipped for a non-finite loss or gradient, at most {worst} in "
+            f"{rules.skipped_window_steps} steps (threshold {rules.max_skipped_steps})",
             "lower the learning rate or raise warm-up, keep grad_clip on, prefer bf16 to fp16",
         ),
         Verdict(

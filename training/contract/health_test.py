@@ -2,7 +2,7 @@ import statistics
 
 import pytest
 
-from contract.health import HealthRules, Window, loss_drop_percent, verdicts
+from contract.health import HealthRules, Window, loss_drop_percent, skipped_in_window, verdicts
 
 
 def window(step, loss, *, input_share=0.1, compute_share=0.85, skipped=0, memory_share=0.5):
@@ -10,8 +10,8 @@ def window(step, loss, *, input_share=0.1, compute_share=0.85, skipped=0, memory
     return Window(step, loss, 1e-3, 1000.0, 0.3, 1.0, input_share, compute_share, sync, skipped, 8.0, memory_share)
 
 
-def by_rule(windows, gap=1.0, nonfinite=0):
-    return {v.rule: v for v in verdicts(windows, HealthRules(), gap, nonfinite)}
+def by_rule(windows, gap=1.0):
+    return {v.rule: v for v in verdicts(windows, HealthRules(), gap)}
 
 
 RULES = ["input-bound", "GPUs underused", "loss not decreasing", "loss not finite", "stalled", "memory close to full"]
@@ -53,12 +53,25 @@ def test_loss_drop_compares_the_last_window_with_the_one_before():
     losses = [10.0] * 6 + [8.0] * 4  # steps 700-1000 at 8
     assert loss_drop_percent(steps, losses, window_steps=400) == pytest.approx(100 * (10 - 8) / 10)
     assert loss_drop_percent([1, 2, 3, 4], [4.0, 4.0, 2.0, 2.0], window_steps=500) == pytest.approx(50.0)
+    # log lines 1,000 steps apart leave a 500-step window empty: the halves instead
+    assert loss_drop_percent([1000, 2000, 3000, 4000], [4.0, 4.0, 2.0, 2.0], window_steps=500) == pytest.approx(50.0)
 
 
 def test_non_finite_skipped_stall_and_memory_rules():
-    results = by_rule([window(10, 6, skipped=11, memory_share=0.95), window(20, 5)], gap=3600, nonfinite=1)
+    results = by_rule([window(10, 6, skipped=11, memory_share=0.95), window(20, 5)], gap=3600)
     assert [results[r].ok for r in ("loss not finite", "stalled", "memory close to full")] == [False, False, False]
     assert by_rule([window(10, 6, memory_share=None)])["memory close to full"].ok is None
+
+
+def test_skipped_steps_are_judged_per_window_of_steps_not_over_the_whole_run():
+    # 10 skipped every 1,000 steps (the default limit, in the default window) is as much as a run may skip ...
+    spread = [window(1000 * i, 6 - 0.1 * i, skipped=10) for i in range(1, 21)]
+    assert skipped_in_window(spread, 1000) == 10 and by_rule(spread)["loss not finite"].ok is True
+    assert by_rule(spread)["loss not finite"].finding.startswith("200 steps skipped for a non-finite loss or gradient")
+    # ... and 11 within 1,000 steps is too many, wherever in the run they were
+    bunched = [*spread[:5], window(5500, 5.0, skipped=1), *spread[5:]]
+    assert skipped_in_window(bunched, 1000, end=6000) == 11 and by_rule(bunched)["loss not finite"].ok is False
+    assert skipped_in_window(bunched, 1000, end=5000) == 10  # the window's first step is excluded: 4001 .. 5000
 
 
 def test_thresholds_come_from_json_and_unknown_names_are_refused():

@@ -67,6 +67,8 @@ class Kind:
     low: float | None = None
     high: float | None = None
     choices: tuple[str, ...] = ()
+    open_low: bool = False  # low itself is out of the range
+    open_high: bool = False
 
     def __call__(self, text: str) -> Any:
         try:
@@ -75,7 +77,9 @@ class Kind:
             raise argparse.ArgumentTypeError(self.expected) from None
         if isinstance(value, float) and not math.isfinite(value):  # NaN passes every comparison below
             raise argparse.ArgumentTypeError(self.expected)
-        if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
+        if self.low is not None and (value <= self.low if self.open_low else value < self.low):
+            raise argparse.ArgumentTypeError(self.expected)
+        if self.high is not None and (value >= self.high if self.open_high else value > self.high):
             raise argparse.ArgumentTypeError(self.expected)
         if self.choices and value not in self.choices:
             raise argparse.ArgumentTypeError(self.expected)
@@ -86,8 +90,11 @@ def integer(low: int, high: int) -> Kind:
     return Kind(_integer, f"an integer from {low:,} to {high:,}", low, high)
 
 
-def number(low: float, high: float) -> Kind:
-    return Kind(float, f"a finite number from {low:g} to {high:g}", low, high)
+def number(low: float, high: float, *, open_low: bool = False, open_high: bool = False) -> Kind:
+    """A float in a range whose ends are each included or not (``open_low``: ``low`` itself is refused)."""
+    above = f"greater than {low:g}" if open_low else f"at least {low:g}"
+    below = f"less than {high:g}" if open_high else f"at most {high:g}"
+    return Kind(float, f"a finite number {above} and {below}", low, high, open_low=open_low, open_high=open_high)
 
 
 def one_of(*choices: str) -> Kind:
@@ -211,7 +218,7 @@ SCHEMA: tuple[Hyperparameter, ...] = (
     H("n_head", integer(0, 1_024), 0, "attention heads (dividing d_model); 0 = the preset's"),
     H("sequence_length", integer(0, 1_048_576), 0, "context in tokens; 0 = the dataset's sequence length"),
     H("vocab_size", integer(0, 2**32), 0, "embedding rows; 0 = the tokenizer's vocabulary (larger pads)"),
-    H("dropout", number(0.0, 0.99), 0.0, "dropout rate in embeddings and blocks"),
+    H("dropout", number(0.0, 1.0, open_high=True), 0.0, "dropout rate in embeddings and blocks (1 keeps nothing)"),
     H("precision", one_of("fp32", "bf16", "fp16"), "fp32", "fp16 uses dynamic loss scaling"),
     H(
         "use_xla",
@@ -236,7 +243,12 @@ SCHEMA: tuple[Hyperparameter, ...] = (
     ),
     H("micro_batch_size", integer(1, 4_096), 8, "sequences per replica per forward pass"),
     H("max_steps", integer(1, BIG), 1000, "optimizer steps to train for (the run's end)"),
-    H("learning_rate", number(0.0, 1.0), None, "peak learning rate; unset = the preset's (GPT-3 Table 2.1)"),
+    H(
+        "learning_rate",
+        number(0.0, 1.0, open_low=True),
+        None,
+        "peak learning rate (0 trains nothing); unset = the preset's (GPT-3 Table 2.1)",
+    ),
     H(
         "lr_reference_tokens",
         integer(0, 2**30),
@@ -257,8 +269,10 @@ SCHEMA: tuple[Hyperparameter, ...] = (
     ),
     H("min_lr_ratio", number(0.0, 1.0), 0.1, "cosine decay floor as a fraction of the peak"),
     H("weight_decay", number(0.0, 1.0), 0.1, "AdamW decoupled weight decay (matrices only)"),
-    H("adam_beta1", number(0.0, 1.0), 0.9, "AdamW beta_1"),
-    H("adam_beta2", number(0.0, 1.0), 0.95, "AdamW beta_2"),
+    # Below 1 (Keras' Adam): beta_1 = 1 divides the step by 1 - beta_1^t = 0 (NaN weights after one step), beta_2 = 1
+    # multiplies it by sqrt(1 - beta_2^t) = 0 (nothing trains).
+    H("adam_beta1", number(0.0, 1.0, open_high=True), 0.9, "AdamW beta_1"),
+    H("adam_beta2", number(0.0, 1.0, open_high=True), 0.95, "AdamW beta_2"),
     H("grad_clip", number(0.0, 1e6), 1.0, "clip the global gradient norm to this; 0 = off"),
     H("initial_loss_scale", number(1.0, 2.0**32), 2.0**15, "fp16 only: starting dynamic loss scale"),
     H("seed", integer(0, 2**31 - 1), 1234, "weights, dropout and data order"),

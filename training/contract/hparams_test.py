@@ -167,3 +167,21 @@ def test_bad_source_weights_are_refused_in_one_line_naming_the_field(value):
         check_hyperparameters({"source_weights": value})
     message = str(error.value)
     assert message.startswith("source_weights: ") and "name=weight pairs" in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("adam_beta1", 1, "a finite number at least 0 and less than 1"),  # NaN weights after one step
+        ("adam_beta2", 1.0, "a finite number at least 0 and less than 1"),  # nothing trains
+        ("learning_rate", 0, "a finite number greater than 0 and at most 1"),  # nothing trains
+        ("dropout", 1, "a finite number at least 0 and less than 1"),  # keeps nothing
+    ],
+)
+def test_a_range_s_end_that_the_maths_cannot_take_is_out_and_said_so(name, value, expected):
+    """Issue 50, item 4: each end of a range says whether it is included."""
+    with pytest.raises(HyperparameterError) as refused:
+        check_hyperparameters({name: value})
+    assert str(refused.value) == f"{name}: {value!r} is not valid; expected {expected}"
+    closed = {"adam_beta1": 0, "adam_beta2": 0.999, "learning_rate": 1, "dropout": 0.5}[name]
+    assert check_hyperparameters({name: closed}) == {name: closed}

@@ -11,6 +11,7 @@ other not at all, so the three the table reads (``formats``, ``hparams``, ``size
 
 Example::
 
+    >>> from contract import formats, hparams, sizes
     >>> table = options(formats, hparams, sizes)
     >>> container_arguments(table, "tokenizer", {"vocab_size": 50257, "source": [("web", 0.7)]})
     ['tokenizer', '--vocab_size', '50257', '--source=web:0.7']
@@ -37,8 +38,22 @@ def host_name(text: str) -> str:
     return text
 
 
+# The rules of names, in words: what a check below raises (the Plan step's ``expected``; the job's message).
+SUBSET_NAME_RULE = "a Pile subset name of printable ASCII, as the Pile's are (Pile-CC, Github, Gutenberg (PG-19) ...)"
+FIELD_NAME_RULE = "a field name of 1 to 128 printable characters, not starting with '-'"
+
+
+def subset_name(text: str) -> str:
+    """A ``meta.pile_set_name`` to keep: printable ASCII, as every Pile subset's name is (a Cyrillic look-alike
+    of "Github" would select nothing, silently)."""
+    if not text or not text.isascii() or not text.isprintable():
+        raise argparse.ArgumentTypeError(SUBSET_NAME_RULE)
+    return text
+
+
 def name_list(text: str) -> frozenset[str]:
-    return frozenset(name.strip() for name in text.split(",") if name.strip())
+    """A comma list of subset names (``subset_name`` each), blanks dropped."""
+    return frozenset(subset_name(name.strip()) for name in text.split(",") if name.strip())
 
 
 class AddNames(argparse.Action):
@@ -49,8 +64,10 @@ class AddNames(argparse.Action):
 
 
 def field_name(text: str) -> str:
-    if not text or len(text) > 128 or not text.isprintable():
-        raise argparse.ArgumentTypeError(f"a field name is 1 to 128 printable characters: {text!r}")
+    """A JSON field or Parquet column: one container argument that cannot read as an option (``--mode=tokenizer``)
+    and holds no control or invisible character (``te\u200bxt`` is not ``text``)."""
+    if not text or len(text) > 128 or not text.isprintable() or text.startswith("-"):
+        raise argparse.ArgumentTypeError(FIELD_NAME_RULE)
     return text
 
 
@@ -84,7 +101,7 @@ def source_text_field(text: str) -> tuple[str, str]:
 def source_pile_set_name(text: str) -> tuple[str, str]:
     """``--source_pile_set_names=NAME:SUBSET``, one Pile subset name (spaces allowed)."""
     name, subset = _name_and_value(text, "SUBSET")
-    return name, subset.strip()
+    return name, subset_name(subset.strip())
 
 
 def source_weight_check(is_source_name: Callable[[str], bool], rule: str) -> Callable[[str], tuple[str, float]]:
@@ -152,8 +169,8 @@ def options(formats: ModuleType, hparams: ModuleType, sizes: ModuleType) -> dict
                "shards: folder holding tokenizer.json (or the file itself)"),
         Option("output_dir", BOTH, Path, Path("/opt/ml/processing/output/dataset")),
         Option("vocab_size", ("tokenizer",), positive_int, 50257, "tokenizer: vocabulary size"),
-        Option("sample_bytes", ("tokenizer",), sizes.parse_size, sizes.parse_size("1G"),
-               "tokenizer: text to train on, spread over all inputs (e.g. 1G, 500M)"),
+        Option("sample_bytes", ("tokenizer",), sizes.parse_amount, sizes.parse_amount("1G"),
+               "tokenizer: bytes of text to train on, spread over all inputs (e.g. 1G, 500M, 2GiB: contract/sizes.py)"),
         Option("sequence_length", ("shards",), positive_int, 2048,
                "shards: the model's context; records hold sequence_length + 1 tokens"),
         Option("shard_size_mb", ("shards",), float, 1024.0, "shards: about this many MiB a shard"),

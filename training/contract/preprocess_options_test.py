@@ -14,7 +14,7 @@ GIVEN_AND_READ = {
     "tokenizer_dir": ("/t", Path("/t")),
     "output_dir": ("/o", Path("/o")),
     "vocab_size": (500, 500),
-    "sample_bytes": ("2G", 2 << 30),
+    "sample_bytes": ("2GiB", 2 << 30),
     "sequence_length": (64, 64),
     "shard_size_mb": (0.5, 0.5),
     "validation_fraction": (0.1, 0.1),
@@ -54,7 +54,7 @@ def test_repeatable_options_go_one_argument_a_value_the_others_as_name_and_value
 def test_defaults_are_what_an_absent_option_reads():
     args = parse(["shards"])
     assert all(getattr(args, name) == option.default for name, option in TABLE.items())
-    assert args.text_field == formats.DEFAULT_TEXT_FIELD and args.sample_bytes == 1 << 30
+    assert args.text_field == formats.DEFAULT_TEXT_FIELD and args.sample_bytes == 10**9
 
 
 @pytest.mark.parametrize(
@@ -64,7 +64,16 @@ def test_defaults_are_what_an_absent_option_reads():
         ("tokenizer", {"sequence_length": 64}, "--sequence_length: preprocess.py tokenizer does not read it"),
         ("shards", {"vocab_size": 500}, "--vocab_size: preprocess.py shards does not read it"),
         ("tokenizer", {"vocab_size": 0}, "--vocab_size '0': must be at least 1: 0"),
-        ("tokenizer", {"sample_bytes": "lots"}, "--sample_bytes 'lots': not a size"),
+        ("tokenizer", {"sample_bytes": "lots"}, "--sample_bytes 'lots': an amount such as 1024"),
+        ("tokenizer", {"sample_bytes": "0"}, "--sample_bytes '0': an amount such as"),
+        (
+            "shards",
+            {"text_field": "--mode=tokenizer"},
+            "--text_field '--mode=tokenizer': a field name of 1 to 128 printable characters, not starting with '-'",
+        ),
+        ("shards", {"text_field": "te\u200bxt"}, "--text_field 'te\\u200bxt': a field name of"),
+        ("shards", {"pile_set_names": ["Githuб"]}, "--pile_set_names 'Githuб': a Pile subset name of printable ASCII"),
+        ("shards", {"pile_set_names": ["a\x00"]}, "--pile_set_names 'a\\x00': a Pile subset name"),
         ("shards", {"validation_fraction": 1}, "--validation_fraction '1': must be in [0, 1)"),
         ("shards", {"source": [("Web", 1)]}, "--source 'Web:1': source name 'Web'"),
         ("shards", {"host": "a--b"}, "--host 'a--b': host must be"),

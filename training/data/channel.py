@@ -13,7 +13,8 @@ number of workers continues the same global order.
 Evaluation input (``evaluation_dataset``): a fixed sample of the validation split, its files taken one after
 another as one list of N sequences and k of them chosen evenly spaced, the i-th at (2i + 1) N // 2k; so each file
 holds its share of the sample (k x its sequences / N, within one), and the sample is the same at every evaluation
-and however the workers split it. Or the whole split, once.
+and however the workers split it. Or the whole split, once: asked for, or when k would be more than N (a sample
+drawn with repetition counts a sequence several times, and its standard error is narrower than the data's).
 """
 
 from __future__ import annotations
@@ -49,6 +50,11 @@ class Channel:
     split: str
     manifest: token_shards.Manifest
     shards: list[token_shards.ShardInfo]
+
+    @property
+    def sequences(self) -> int:
+        """The sequences of its shards."""
+        return sum(shard.sequences for shard in self.shards)
 
     @property
     def tokenizer_path(self) -> Path:
@@ -203,9 +209,9 @@ def token_dataset(
         source_weights: {source: weight} of a mix (``source_mix``); empty: every record in its share.
 
     Example:
-        >>> ds = token_dataset(open_channel("/data", "train"), sequence_length=1024, batch_shape=(1, 4, 8))
-        >>> next(iter(ds)).shape
-        TensorShape([1, 4, 8, 1025])
+        >>> ds = token_dataset(open_channel(dataset_dir, "train"), sequence_length=32, batch_shape=(1, 4, 8))
+        >>> next(iter(ds)).shape  # dataset_dir: a dataset's folder (here the tests' tiny one, of 32-token sequences)
+        TensorShape([1, 4, 8, 33])
     """
     check_context(channel, sequence_length)
     shape = (*batch_shape, sequence_length + 1)
@@ -236,6 +242,16 @@ def spread_sample(records: int, count: int) -> np.ndarray:
     return (2 * np.arange(count, dtype=np.int64) + 1) * records // (2 * count)
 
 
+def evaluation_positions(records: int, size: int, batches: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """(sequence index, weight) of each row of an evaluation in global batches of ``size``: ``batches`` of the
+    fixed sample (``spread_sample``, each weight 1); or, with ``batches`` None or that sample more than the split's
+    ``records``, every sequence once, the last batch filled with the first sequences again, weighted 0."""
+    if batches is not None and batches * size <= records:
+        return spread_sample(records, batches * size), np.ones(batches * size, np.int32)
+    positions = np.arange(-(-records // size) * size)
+    return positions % records, (positions < records).astype(np.int32)
+
+
 def evaluation_dataset(
     channel: Channel,
     *,
@@ -252,19 +268,14 @@ def evaluation_dataset(
         channel: from ``open_channel`` (the validation split).
         sequence_length, batch_shape, worker, workers: as for ``token_dataset``; a global batch is
             ``workers * prod(batch_shape)`` sequences.
-        batches: global batches of the split's fixed sample (``spread_sample``); None: every sequence once.
+        batches: global batches of the split's fixed sample (``spread_sample``); None, or more than the split
+            holds: every sequence once (``evaluation_positions``).
     """
     check_context(channel, sequence_length)
     local_batch = math.prod(batch_shape)
     stream = SequenceStream(channel, take_tokens=sequence_length + 1, local_batch=local_batch, worker=worker,
                             workers=workers, order="files")  # fmt: skip
-    records, size = stream.order.records, local_batch * workers
-    if batches is None:
-        positions = np.arange(-(-records // size) * size)
-        weights = (positions < records).astype(np.int32)
-        positions %= records  # the last batch filled with the first sequences again, weighted 0
-    else:
-        positions, weights = spread_sample(records, batches * size), np.ones(batches * size, np.int32)
+    positions, weights = evaluation_positions(stream.order.records, local_batch * workers, batches)
     shape = (*batch_shape, sequence_length + 2)
     weight_slices = weights.reshape(-1, workers, local_batch)[:, worker]
 

@@ -188,6 +188,17 @@ def test_the_whole_split_is_every_sequence_once_and_fillers_weigh_nothing(datase
     assert [w for _, w in rows] == [1] * 21 + [0] * 3
 
 
+def test_a_sample_larger_than_the_split_is_every_sequence_once(dataset_dir, tmp_path):
+    """Drawn from 21 sequences, a sample of 32 would count 11 of them twice and narrow the standard error: the
+    evaluation reads each once instead, in as many batches as that takes."""
+    channel, file_of = uneven_validation(dataset_dir, tmp_path / "uneven", [5, 9, 7])  # 21 records
+    rows = sample_rows(channel, batches=8, batch_shape=(2, 2))  # 8 global batches of 4: 32 sequences asked for
+    assert [w for _, w in rows] == [1] * 21 + [0] * 3  # 6 batches, the last filled with weight 0
+    assert sorted(tokens for tokens, w in rows if w) == sorted(file_of)  # each of the 21 once
+    assert sample_rows(channel, batches=8, batch_shape=(1, 2), workers=2) == rows  # the same over two workers
+    assert channel.sequences == 21
+
+
 def test_shorter_context_cuts_records_longer_is_refused(dataset_dir):
     channel = open_channel(dataset_dir, "train")
     batch = next(iter(token_dataset(channel, sequence_length=8, batch_shape=(2,), order="files")))

@@ -77,7 +77,7 @@ class MixedOrder:
         >>> from data.sequence_order import PermutedOrder
         >>> mix = MixedOrder([PermutedOrder([10], seed=1), PermutedOrder([500], seed=1)], [[1], [0]], [3.0, 1.0])
         >>> mix.source_index(np.arange(8))  # a quarter from the large source, three quarters from the small
-        (array([0, 1, 0, 0, 0, 1, 0, 0]), array([0, 0, 1, 2, 3, 1, 4, 5]))
+        (array([0, 0, 1, 0, 0, 0, 1, 0]), array([0, 1, 0, 2, 3, 4, 1, 5]))
     """
 
     def __init__(self, orders: list, files: list[list[int]], weights: list[float]):

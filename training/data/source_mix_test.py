@@ -85,3 +85,27 @@ def test_the_plan_states_each_sources_share_sequences_and_epochs_over_the_run():
     (_, code_share, code_seqs, code_epochs), (_, web_share, web_seqs, web_epochs) = plan
     assert (code_share, web_share) == (0.75, 0.25) and (code_seqs, web_seqs) == (3_000, 1_000)
     assert (code_epochs, web_epochs) == (300.0, 1.0)  # 10 records read 300 times; 1,000 records once
+
+
+@pytest.mark.parametrize("weights", [[3.0, 1.0], [0.6, 0.3, 0.1], [1, 1, 1], [0.999, 0.001]])
+def test_the_layout_is_the_slots_in_order_of_their_ideal_positions_ties_by_name(weights):
+    """The stream itself, not only its proportions: a run resumed on another version of the code reads the same
+    sequences. The k-th of source s's c_s slots ideally at (k + 1/2) x PERIOD / c_s, compared exactly (integers)."""
+    order = mix(weights)
+    counts = slot_counts(weights).tolist()
+    scale = int(np.lcm.reduce([2 * c for c in counts]))  # (2k + 1) / (2 c_s) x scale is a whole number
+    ideal = sorted(((2 * k + 1) * (scale // (2 * c)), s, k) for s, c in enumerate(counts) for k in range(c))
+    assert order.slot_source.tolist() == [s for _, s, _ in ideal]
+    assert order.slot_rank.tolist() == [k for _, _, k in ideal]
+    period = 5  # slot j of period q holding the k-th slot of s: sequence q x c_s + k of s's stream
+    sources, indices = order.source_index(period * PERIOD + np.arange(PERIOD))
+    assert sources.tolist() == [s for _, s, _ in ideal]
+    assert indices.tolist() == [period * counts[s] + k for _, s, k in ideal]
+
+
+def test_the_stream_of_a_three_to_one_mix_is_pinned():
+    """The first slots of the docstring's example, written out: a change of layout changes them."""
+    sources, indices = mix([3.0, 1.0]).source_index(np.arange(12))
+    # ideal positions: source 0 at 2/3, 2, 10/3, 14/3, 6, ...; source 1 at 2, 6, 10: at 2 and 6 source 0 first
+    assert sources.tolist() == [0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0]
+    assert indices.tolist() == [0, 1, 0, 2, 3, 4, 1, 5, 6, 7, 2, 8]

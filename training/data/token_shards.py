@@ -70,8 +70,11 @@ class TFRecordWriter:
     """Appends records in the TFRecord framing: length, CRC of length, data, CRC of data.
 
     Example:
-        >>> with open("x.tfrecord", "wb") as f:
-        ...     TFRecordWriter(f).write(b"\\x01\\x00")
+        >>> import io
+        >>> f = io.BytesIO()
+        >>> TFRecordWriter(f).write(b"\\x01\\x00")  # one uint16 token, id 1
+        >>> len(f.getvalue()), f.getvalue()[:8]  # FRAMING_BYTES more, the length first
+        (18, b'\\x02\\x00\\x00\\x00\\x00\\x00\\x00\\x00')
     """
 
     def __init__(self, file: BinaryIO):

@@ -31,6 +31,7 @@ def empty_cache(model, batch_size: int | tf.Tensor) -> tf.Tensor:
         batch_size: number of sequences (an int or a scalar tensor).
 
     Example:
+        >>> from gpt.model import GPT
         >>> model = GPT.from_preset("tiny", vocab_size=512, sequence_length=32)
         >>> empty_cache(model, 2).shape
         TensorShape([2, 2, 1, 2, 2, 64, 32])
@@ -58,6 +59,7 @@ def call_with_cache(
         (logits [B, T, vocab] float32, the updated cache).
 
     Example:
+        >>> from gpt.model import GPT
         >>> model = GPT.from_preset("tiny", vocab_size=512, sequence_length=32)
         >>> logits, cache = call_with_cache(model, tf.constant([[1, 2, 3]]), empty_cache(model, 1), 0)
         >>> logits, cache = call_with_cache(model, tf.constant([[4]]), cache, 3)

@@ -68,6 +68,7 @@ def generate(
         use_cache: reuse keys/values across steps while prompt + new tokens fit the context (Python bool).
 
     Example:
+        >>> from gpt.model import GPT
         >>> model = GPT.from_preset("tiny", vocab_size=64, sequence_length=16)
         >>> generate(model, tf.constant([[0]]), tf.constant(5), tf.constant(0.0), tf.constant(0)).shape
         TensorShape([1, 5])

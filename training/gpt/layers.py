@@ -103,6 +103,23 @@ class LayerNorm(keras.layers.LayerNormalization):
         return tf.cast(outputs, self.compute_dtype)
 
 
+# Replica r's dropout seeds are the shared seed state's plus r x this in its first part: the blocks' seeds sit 16
+# apart from the model's (``GPT``), so the replicas' streams never meet below 65,536 blocks.
+REPLICA_SEED_STRIDE = 2**20
+
+
+def next_seed(generator: keras.random.SeedGenerator, stream: tf.Tensor | None) -> tf.Tensor:
+    """The generator's next dropout seed for data-parallel replica ``stream`` (None: the shared stream).
+
+    The seed state is one variable mirrored on every replica, so without ``stream`` every replica would drop the
+    same units of different data. A pure function of the state: a recomputation that saved the seed reuses it.
+    """
+    seed = generator.next()
+    if stream is None:
+        return seed
+    return seed + tf.stack([tf.cast(stream, seed.dtype) * REPLICA_SEED_STRIDE, tf.zeros([], seed.dtype)])
+
+
 def _dropout(x: tf.Tensor, rate: float, seed: tf.Tensor | None, site: int) -> tf.Tensor:
     """Stateless dropout keyed by (block seed + site, call counter), so recomputation reproduces the mask."""
     if seed is None or rate == 0.0:
@@ -374,8 +391,9 @@ class DecoderBlock(keras.layers.Layer):
         x = x + (recompute_grad(attention) if recompute == "attention" else attention)(x)
         return x + (recompute_grad(mlp) if recompute == "mlp" else mlp)(x)
 
-    def call(self, x: tf.Tensor, training: bool = False) -> tf.Tensor:
-        seed = self.seed_generator.next() if training and self.dropout > 0 else None
+    def call(self, x: tf.Tensor, training: bool = False, stream: tf.Tensor | None = None) -> tf.Tensor:
+        """``stream``: the data-parallel replica drawing the dropout masks (``next_seed``)."""
+        seed = next_seed(self.seed_generator, stream) if training and self.dropout > 0 else None
         recompute = self.recompute if training else "none"
         if recompute == "full":
             return recompute_grad(lambda h: self._forward(h, seed, training=True))(x)

@@ -212,6 +212,15 @@ def waited_for(tensor: tf.Tensor) -> set:
     return found
 
 
+def waiting_for(graph: tf.Graph, tensor: tf.Tensor) -> set:
+    """The operations of ``graph`` that wait for ``tensor``, by data and control edges."""
+    after = {tensor.op}
+    for op in graph.get_operations():  # operations are listed in the order they were made, each after its inputs
+        if any(t.op in after for t in op.inputs) or any(c in after for c in op.control_inputs):
+            after.add(op)
+    return after
+
+
 def test_the_attention_cores_backward_waits_for_its_gradient():
     """Its float32 casts of P and O need only the forward pass's tensors; without an edge from the incoming
     gradient the executor may run them during the forward pass, a float32 copy of every layer's P alive at the
@@ -228,10 +237,7 @@ def test_the_attention_cores_backward_waits_for_its_gradient():
     graph = backward.get_concrete_function(spec, spec, spec, spec).graph
     ops = graph.get_operations()
     forward = waited_for(graph.outputs[0])  # what the output needs
-    after = {graph.inputs[3].op}  # what waits for the incoming gradient
-    for op in ops:  # operations are listed in the order they were made, each after its inputs
-        if any(t.op in after for t in op.inputs) or any(c in after for c in op.control_inputs):
-            after.add(op)
+    after = waiting_for(graph, graph.inputs[3])  # what waits for the incoming gradient
     score_sized = [op for op in ops if any(t.shape == [1, 2, 8, 8] for t in op.outputs)]
     assert [op for op in score_sized if op in after] and [op for op in score_sized if op in forward]
     assert [op.name for op in score_sized if op not in forward | after] == []
@@ -251,6 +257,31 @@ def recomputed_block_gradient_graph() -> tuple[tf.Graph, tf.Tensor]:
 
     concrete = gradients.get_concrete_function(tf.TensorSpec([2, 11, 24]))
     return concrete.graph, concrete.graph.outputs[0]
+
+
+@pytest.mark.parametrize("recompute", ["full", "attention", "mlp"])
+def test_a_recomputed_forward_pass_waits_for_the_incoming_gradient(recompute):
+    """Uncompiled, nothing but a control edge from the incoming gradient keeps the recomputation in the backward
+    pass: the second forward pass needs only the block's input and weights, and without the edge the executor may
+    run it during the first, keeping what recomputation should free. Every matmul is the output's or waits for the
+    gradient (under XLA the barrier does it: ``test_recomputation_survives_xla_and_gives_the_gradients_of_none``)."""
+    block = DecoderBlock(d_model=24, n_head=3, recompute=recompute)
+    block.build([2, 11, 24])
+    spec = tf.TensorSpec([2, 11, 24])
+
+    @tf.function
+    def backward(x, dy):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = block(x, training=True)
+        return y, tape.gradient(y, [x, *block.trainable_variables], output_gradients=dy)
+
+    graph = backward.get_concrete_function(spec, spec).graph
+    forward, after = waited_for(graph.outputs[0]), waiting_for(graph, graph.inputs[1])
+    matmuls = [op for op in graph.get_operations() if op.type in ("MatMul", "BatchMatMulV2")]
+    recomputed = {"full": 6, "attention": 4, "mlp": 2}[recompute]  # qkv, q kᵀ, p v, projection; fc, its projection
+    assert len(matmuls) == 6 + recomputed + 12 and len([op for op in matmuls if op in forward]) == 6
+    assert [op.name for op in matmuls if op not in forward | after] == []
 
 
 def test_a_recomputed_block_takes_the_layer_norms_own_gradient():

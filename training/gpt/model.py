@@ -15,7 +15,7 @@ import tensorflow as tf
 from contract.hparams import recompute_mode
 from contract.presets import get_preset
 
-from gpt.layers import DecoderBlock, LayerNorm, in_xla
+from gpt.layers import DecoderBlock, LayerNorm, in_xla, next_seed
 from gpt.loss import sparse_cross_entropy
 
 VOCAB_MULTIPLE = 64  # embedding rows: the vocabulary rounded up to a multiple of this (tensor-core-sized matmuls)
@@ -57,7 +57,7 @@ class GPT(keras.Model):
         dropout: dropout rate after the embeddings and inside each block. 0 disables it.
         recompute: what each block recomputes in the backward pass: none, attention, mlp or full (true = full,
             false = none; ``DecoderBlock``).
-        seed: seed of the dropout SeedGenerators (block i uses seed + 16 i).
+        seed: seed of the dropout SeedGenerators (the embeddings' seed, block i's seed + 16 (i + 1)).
         dtype: a Keras dtype policy: "float32", "mixed_bfloat16" or "mixed_float16".
 
     Example:
@@ -125,18 +125,24 @@ class GPT(keras.Model):
         self.ln_f.build(hidden)
         self.built = True
 
-    def call(self, token_ids: tf.Tensor, training: bool = False) -> tf.Tensor:
-        return self.logits(self.hidden_states(token_ids, training))
+    def call(self, token_ids: tf.Tensor, training: bool = False, stream: tf.Tensor | None = None) -> tf.Tensor:
+        """[B, T] ids -> [B, T, vocab] float32 logits; ``stream``: the data-parallel replica drawing the dropout
+        masks in training (``layers.next_seed``; None: one stream)."""
+        return self.logits(self.hidden_states(token_ids, training, stream))
 
-    def hidden_states(self, token_ids: tf.Tensor, training: bool = False) -> tf.Tensor:
-        """The residual stream after the last block, before the final LayerNorm: [B, T] ids -> [B, T, d]."""
+    def embed(self, token_ids: tf.Tensor, training: bool = False, stream: tf.Tensor | None = None) -> tf.Tensor:
+        """Token + position embeddings, and dropout in training: [B, T] ids -> [B, T, d]."""
         length = tf.shape(token_ids)[1]
         x = self.token_embedding(token_ids) + self.position_embedding(tf.range(length))[tf.newaxis]
         if training and self.dropout > 0:
-            seed = self.seed_generator.next()
-            x = tf.nn.experimental.stateless_dropout(x, rate=self.dropout, seed=seed)
+            x = tf.nn.experimental.stateless_dropout(x, rate=self.dropout, seed=next_seed(self.seed_generator, stream))
+        return x
+
+    def hidden_states(self, token_ids: tf.Tensor, training: bool = False, stream: tf.Tensor | None = None) -> tf.Tensor:
+        """The residual stream after the last block, before the final LayerNorm: [B, T] ids -> [B, T, d]."""
+        x = self.embed(token_ids, training, stream)
         for block in self.blocks:
-            x = block(x, training=training)
+            x = block(x, training=training, stream=stream)
         return x
 
     def logits(self, x: tf.Tensor) -> tf.Tensor:
@@ -156,7 +162,9 @@ class GPT(keras.Model):
             logits = logits[:, : self.vocab_size]
         return tf.reshape(tf.cast(logits, tf.float32), [batch, length, self.vocab_size])
 
-    def loss_sum(self, token_ids: tf.Tensor, targets: tf.Tensor, training: bool = False) -> tf.Tensor:
+    def loss_sum(
+        self, token_ids: tf.Tensor, targets: tf.Tensor, training: bool = False, stream: tf.Tensor | None = None
+    ) -> tf.Tensor:
         """Sum over positions of the next-token cross-entropy, float32: the value and gradient of
         ``reduce_sum(sparse_softmax_cross_entropy_with_logits(targets, self(token_ids)))`` at a fraction of the
         cost of TensorFlow's fused kernel on a CPU (``gpt/loss.py``).
@@ -165,6 +173,7 @@ class GPT(keras.Model):
             token_ids: [B, T] int32 inputs.
             targets: [B, T] int32, the token that follows each input position.
             training: dropout on.
+            stream: the data-parallel replica drawing the dropout masks (``call``).
 
         Example:
             >>> model = GPT.from_preset("tiny", vocab_size=512, sequence_length=32)
@@ -172,7 +181,7 @@ class GPT(keras.Model):
             >>> model.loss_sum(ids[:, :-1], ids[:, 1:]).shape
             TensorShape([])
         """
-        logits = tf.reshape(self(token_ids, training=training), [-1, self.vocab_size])
+        logits = tf.reshape(self(token_ids, training=training, stream=stream), [-1, self.vocab_size])
         return tf.reduce_sum(sparse_cross_entropy(tf.reshape(targets, [-1]), logits))
 
     def seed_state_variables(self) -> list:

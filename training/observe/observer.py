@@ -11,19 +11,18 @@ after a failure, the chief writes the HTML report (``report``) with every health
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from contract.health import HealthRules, Verdict, Window, loss_drop_percent, verdicts
+from contract.health import HealthRules, Verdict, Window, loss_drop_percent, skipped_in_window, verdicts
 from contract.network import NCCL_LOG, NetworkCheck, NetworkFallback
 
 from observe.device_memory import PeakMemory
 from observe.heartbeat import Heartbeat
 from observe.metrics import Evaluation, emit, health_line
 from observe.report import write_report
-from observe.step_timer import StepTimer, sync_probe
+from observe.step_timer import StepTimer, WindowTimes, sync_probe
 from observe.tb_log import TensorBoardLog
 
 
@@ -60,7 +59,7 @@ class RunObserver:
         self.windows: list[Window] = []
         self.validation: list[tuple[int, Evaluation]] = []
         self.split: tuple[int, Evaluation] | None = None  # the whole validation split, at the end
-        self.skipped = self.nonfinite = 0
+        self.skipped = 0  # steps skipped by the end of the last window (the trainer's count)
         self.network = NetworkCheck(
             os.environ.get("SM_CURRENT_INSTANCE_TYPE", "local"),
             len(json.loads(os.environ.get("SM_HOSTS", "[]"))) or engine.workers,  # Horovod's workers: one per GPU
@@ -77,7 +76,7 @@ class RunObserver:
         if self.chief:  # also after a failure: the report shows what led to it
             gap, on_gpu = self.heartbeat.longest_gap_s, self.memory.on_gpu
             network = Verdict("network", self.network.ok, self.network.finding, NetworkCheck.ADVICE)
-            results = [*verdicts(self.windows, self.rules, gap, self.nonfinite, on_gpu), network]
+            results = [*verdicts(self.windows, self.rules, gap, on_gpu), network]
             title = f"Training report: {os.environ.get('TRAINING_JOB_NAME', 'local run')}"
             for verdict in results:
                 emit(f"[verdict] {verdict.rule}: {verdict.status}: {verdict.finding}")
@@ -91,23 +90,30 @@ class RunObserver:
         return self.timer.next_batch(batches)
 
     def step(self, step: int, train_step: Callable[[Any], Any], batch: Any) -> Any:
+        """Launches ``train_step(batch)``; reads nothing back."""
         self.tensorboard.before_step(step)
-        result = self.timer.step(train_step, batch)
-        self.nonfinite += not math.isfinite(result.loss)
-        self.skipped += not result.applied
+        result = train_step(batch)
+        self.timer.stepped()
         self.heartbeat.stepped(step)
         self.tensorboard.after_step(step)
         return result
 
-    def pause(self) -> None:
-        """Evaluation or a checkpoint just ran: it is not a stall."""
+    def pause(self, seconds: float) -> None:
+        """Evaluation or a checkpoint just ran for ``seconds``: neither a stall nor step time."""
         self.heartbeat.pause()
+        self.timer.paused(seconds)
 
-    def window(self, step: int, result, learning_rate: float, tokens_per_sec: float, mfu: float) -> None:
-        """The logging window ending at ``step`` (called on every worker: the sync probe is collective)."""
-        times = self.timer.window()
+    def times(self) -> WindowTimes:
+        """The window's step-time split (``StepTimer.window``; collective with several replicas): call on every
+        worker, once the window's last step has been read."""
+        return self.timer.window()
+
+    def window(
+        self, step: int, result, learning_rate: float, tokens_per_sec: float, mfu: float, times: WindowTimes
+    ) -> None:
+        """The logging window ending at ``step``, whose last step's figures are ``result`` (already read)."""
         peak, share = self.memory.read()
-        skipped = self.skipped - sum(w.skipped for w in self.windows)
+        skipped, self.skipped = result.skipped_steps - self.skipped, result.skipped_steps
         window = Window(
             step, result.loss, learning_rate, tokens_per_sec, mfu, result.grad_norm,
             times.share("input"), times.share("compute"), times.share("sync"), skipped, peak / 1e9, share,
@@ -124,6 +130,10 @@ class RunObserver:
         except NetworkFallback as error:
             emit(f"[verdict] network: PROBLEM: {error}")
             raise
+
+    def recently_skipped(self) -> int:
+        """Steps skipped in the last ``skipped_window_steps`` (the health rule the loop stops on)."""
+        return skipped_in_window(self.windows, self.rules.skipped_window_steps)
 
     def validated(self, step: int, evaluation: Evaluation) -> None:
         self.validation.append((step, evaluation))

@@ -1,16 +1,17 @@
 """Where a training step's time goes: waiting for input, computing, synchronising workers.
 
-The loop asks the timer for each batch (input wait: the time ``next`` blocks) and runs each step
-through it (compute: until the step's loss is on the host). With several replicas, once per
-logging window the timer also times one all-reduce of a gradient-sized buffer (``sync_probe``): the
-bandwidth cost of the step's gradient all-reduce plus the wait for the slowest worker. That share is
-taken out of compute, since the real all-reduce runs inside the step's graph where the host cannot
-time it.
+The host only launches steps; it learns that the device is done when it reads a step's figures, which the loop
+does once a logging window. So the timer times whole windows: from the end of the last window to the read at the
+end of this one, less the pauses the loop reports (evaluation, checkpoints). Of that, input wait is the time
+``next`` blocks on the input pipeline; the rest is compute. With several replicas, once per window the timer
+also times what the step's gradient all-reduce costs (``sync_probe``), which runs inside the step's graph where
+the host cannot time it; that share is taken out of compute.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -36,15 +37,16 @@ class WindowTimes:
 
 
 class StepTimer:
-    """Accumulates input-wait and compute time per step until :meth:`window` is called.
+    """Accumulates a window's input wait and pauses until :meth:`window` is called.
 
     Args:
-        sync_probe: times one all-reduce (seconds); None with a single replica (nothing to synchronise).
+        sync_probe: times the step's all-reduce (seconds); None with a single replica (nothing to synchronise).
     """
 
     def __init__(self, sync_probe: Callable[[], float] | None = None):
         self._probe = sync_probe
-        self._input = self._compute = 0.0
+        self._start = time.perf_counter()
+        self._input = self._paused = 0.0
         self._steps = 0
 
     def next_batch(self, batches: Iterator) -> Any:
@@ -53,43 +55,57 @@ class StepTimer:
         self._input += time.perf_counter() - start
         return batch
 
-    def step(self, train_step: Callable[[Any], Any], batch: Any) -> Any:
-        start = time.perf_counter()
-        result = train_step(batch)  # returns host floats: the device work is done
-        self._compute += time.perf_counter() - start
+    def stepped(self) -> None:
         self._steps += 1
-        return result
+
+    def paused(self, seconds: float) -> None:
+        """Time the loop spent on something else than training (evaluation, a checkpoint): not step time."""
+        self._paused += seconds
 
     def window(self) -> WindowTimes:
-        """The window's per-step means; starts the next window."""
+        """The window's per-step means; starts the next window. Call after reading the window's last step."""
         steps = max(self._steps, 1)
-        sync = min(self._probe(), self._compute / steps) if self._probe else 0.0
-        times = WindowTimes(self._steps, self._input / steps, self._compute / steps - sync, sync)
-        self._input = self._compute = 0.0
+        elapsed = time.perf_counter() - self._start - self._paused
+        compute = max(elapsed - self._input, 0.0) / steps
+        sync = min(self._probe(), compute) if self._probe else 0.0
+        times = WindowTimes(self._steps, self._input / steps, compute - sync, sync)
+        self._start = time.perf_counter()  # after the probe: it is no step's time
+        self._input = self._paused = 0.0
         self._steps = 0
         return times
 
 
 def sync_probe(engine, variables: list) -> Callable[[], float] | None:
-    """A timed all-reduce of zeros shaped like ``variables`` on every replica; None without an all-reduce.
+    """Times what one step's gradient all-reduce costs; None without an all-reduce.
 
-    Every worker must call it at the same step (the loop calls it at each logging step, on every worker).
+    Two small all-reduces, not one of the gradients' size (gpt3-1.3b: 5.3 GB of float32 zeros, twice that while
+    reduced): one number, which waits for the slowest worker, then one pack of the engine's ``bytes_per_pack``,
+    timed and multiplied by the packs the gradients fill. Every worker must call it at the same step (the loop
+    calls it at each logging step, on every worker).
     """
     if engine.num_replicas < 2 or not hasattr(engine, "sum_over_replicas"):
         return None  # one replica, or the pipeline engine (its all-reduce is per stage, inside the step)
+    gradient_bytes = sum(4 * v.shape.num_elements() for v in variables)  # float32 on the wire (engines.WIRE_DTYPE)
+    packs = math.ceil(gradient_bytes / engine.bytes_per_pack)
+    pack = min(engine.bytes_per_pack, gradient_bytes) // 4
 
-    def replica(_):
-        reduced = engine.sum_over_replicas([tf.zeros(v.shape, v.dtype) for v in variables])
-        return tf.add_n([tf.reduce_sum(tf.cast(g, tf.float32)) for g in reduced])
+    def reduce_once(size: int) -> Callable[[], tf.Tensor]:
+        def replica(_):
+            return tf.reduce_sum(engine.sum_over_replicas(tf.zeros([size], tf.float32)))
 
-    dummy = tf.zeros([engine.local_replicas])
-    reduce_once = tf.function(lambda: engine.local(engine.run(replica, (dummy,))))
+        dummy = tf.zeros([engine.local_replicas])
+        return tf.function(lambda: engine.local(engine.run(replica, (dummy,))))
 
-    def timed() -> float:
+    wait, bandwidth = reduce_once(1), reduce_once(pack)
+
+    def seconds(reduce: Callable[[], tf.Tensor]) -> float:
         start = time.perf_counter()
         with engine.scope():
-            float(reduce_once())
+            float(reduce())
         return time.perf_counter() - start
 
-    timed()  # trace and build the collective outside any measured window
+    def timed() -> float:
+        return seconds(wait) + packs * seconds(bandwidth)
+
+    timed()  # trace and build the collectives outside any measured window
     return timed

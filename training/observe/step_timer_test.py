@@ -15,7 +15,11 @@ def test_window_splits_step_time_into_input_compute_and_sync():
 
     timer, source = StepTimer(sync_probe=lambda: 0.01), batches()
     for _ in range(3):
-        timer.step(lambda b: time.sleep(0.02), timer.next_batch(source))
+        timer.next_batch(source)
+        time.sleep(0.02)  # the step (the window's read waits for the device)
+        timer.stepped()
+    time.sleep(0.05)
+    timer.paused(0.05)  # an evaluation: not step time
     times = timer.window()
     assert times.steps == 3
     assert times.input_s == pytest.approx(0.03, abs=0.015)
@@ -37,3 +41,18 @@ def test_sync_probe_times_an_all_reduce_over_two_replicas_and_is_none_for_one(mi
     probe = sync_probe(mirrored, variables)
     assert 0 < probe() < 5
     assert sync_probe(StrategyEngine(tf.distribute.get_strategy(), "default"), variables) is None
+
+
+@pytest.mark.usefixtures("two_logical_cpus")
+def test_the_sync_probe_sends_one_pack_not_every_gradient(mirrored_engine, monkeypatch):
+    # gpt3-1.3b's gradients are 5.3 GB of float32: a probe of their size held twice that on every GPU.
+    monkeypatch.setattr(mirrored_engine, "bytes_per_pack", 64 * 4, raising=False)
+    variables = [tf.Variable(tf.ones([64, 64])), tf.Variable(tf.ones([64]))]  # 4,160 floats: 65 packs of 64
+    sent = []
+    real = mirrored_engine.sum_over_replicas
+    monkeypatch.setattr(mirrored_engine, "sum_over_replicas", lambda value: sent.append(value.shape) or real(value))
+    timed = []
+    probe = sync_probe(mirrored_engine, variables)
+    monkeypatch.setattr(time, "perf_counter", lambda: len(timed) + (timed.append(1) or 0))
+    assert sorted({tuple(shape) for shape in sent}) == [(1,), (64,)]  # the wait, and one pack
+    assert probe() == 1 + 65 * 1  # one second a reduction: the wait, then one pack for each of the 65

@@ -20,6 +20,7 @@ from pile.bpe import encoder_from_json, eot_id
 from pile.documents import Skip, parse_record
 
 CHUNK_BYTES = 1 << 20
+CHUNK_RECORDS = 1 << 16  # a chunk of blank lines (no bytes) is flushed by their count
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,8 +64,10 @@ def chunk_records(
     chunk_bytes: int = CHUNK_BYTES,
     pile_set_names: frozenset[str] = frozenset(),
     text_field: str = DEFAULT_TEXT_FIELD,
+    max_records: int = CHUNK_RECORDS,
 ) -> Iterator[Chunk]:
-    """Groups records into chunks of about ``chunk_bytes``, each parsed with ``pile_set_names`` and ``text_field``.
+    """Groups records into chunks of about ``chunk_bytes`` and at most ``max_records`` records, each parsed with
+    ``pile_set_names`` and ``text_field``.
 
     When reading ``records`` raises, the part-filled chunk is yielded first: no record read is lost.
     """
@@ -77,7 +80,7 @@ def chunk_records(
                 first = index
             batch.append(record)
             size += len(record) if record is not None else 0
-            if size >= chunk_bytes:
+            if size >= chunk_bytes or len(batch) >= max_records:
                 yield Chunk(input_name, kind, first, batch, pile_set_names, text_field)
                 batch, size = [], 0
     except Exception as e:  # a read error: hand over what was read, then raise it

@@ -60,3 +60,11 @@ def test_uint32_and_worker_entry_points(tokenizer_json, monkeypatch):
     assert result.train.dtype == np.dtype("<u4")
     assert result.train[-1] == 0 and len(result.validation) == 0
     assert os.environ["TOKENIZERS_PARALLELISM"] == "false"
+
+
+def test_a_chunk_of_blank_lines_is_flushed_by_its_count():
+    """Issue 50, item 2: 64 MiB of newlines were 67 million blank records in one chunk (blank records add no bytes)."""
+    chunks = list(chunk_records(iter([b""] * 200_000), "in", "jsonl"))
+    assert [len(c.records) for c in chunks] == [65_536, 65_536, 65_536, 3_392]
+    assert [c.first_index for c in chunks] == [0, 65_536, 131_072, 196_608]
+    assert [len(c.records) for c in chunk_records(iter([b"x"] * 25), "in", "jsonl", max_records=10)] == [10, 10, 5]

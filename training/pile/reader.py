@@ -3,10 +3,18 @@
 Nothing here holds more than one block plus one record in memory, whatever the file's size (a Parquet file: one
 batch of rows of its text column). A record longer than ``max_record_bytes`` is dropped while it streams past and
 reported as ``None``.
+
+A block is at most about ``block_bytes`` decompressed, however well the file compresses: gzip is inflated with a
+``max_length``, zstd fed whole blocks a few at a time (a zstd block decompresses to at most 128 KiB, RFC 8878
+3.1.1.2.3), so 16 KB of a .zst file holding 512 MiB of zeros is 512 blocks of 1 MiB, not one of 512 MiB. A file
+that decompresses to more than ``MAX_EXPANSION`` times the compressed bytes read (past ``EXPANSION_FLOOR_BYTES``)
+is a bomb, not a corpus: it stops as a truncated file does, every record before kept, the reason in the manifest's
+``files_failed``.
 """
 
 from __future__ import annotations
 
+import os
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -20,19 +28,28 @@ from pile.inputs import InputFile
 
 BLOCK_BYTES = 1 << 20
 MAX_RECORD_BYTES = 256 << 20
+# Decompressed bytes per compressed byte read: text compresses 3-10 times, deflate at most 1,032 (pure filler).
+MAX_EXPANSION = 1000
+EXPANSION_FLOOR_BYTES = 16 << 20  # what a file may decompress to whatever its ratio
+ZSTD_BLOCK_BYTES = 128 << 10  # the most one zstd block decompresses to (Block_Maximum_Size)
 TEXT_SEPARATOR = b"<|endoftext|>"  # a .txt line holding only this separates two documents
 PARQUET_BATCH_ROWS = 256  # rows of the text column decoded at a time
 
 # Errors that end one input file (truncated or corrupt data); the run goes on with the next file.
-READ_ERRORS = (OSError, EOFError, zlib.error, zstandard.ZstdError, pyarrow.ArrowException)
+READ_ERRORS = (OSError, EOFError, zlib.error, zstandard.ZstdError, pyarrow.ArrowException)  # ExpansionError too
 
 
 class ReadError(Exception):
     """Reading an input stopped early; the message names the original error."""
 
 
+class ExpansionError(OSError):
+    """A compressed input that decompresses past ``MAX_EXPANSION`` times its size: a bomb, refused."""
+
+
 def iter_blocks(path: str | Path, block_bytes: int = BLOCK_BYTES) -> Iterator[bytes]:
-    """The decompressed bytes of a file in blocks; raises EOFError when a .gz or .zst stream is cut short.
+    """The decompressed bytes of a file in blocks of at most about ``block_bytes``; raises EOFError when a .gz or
+    .zst stream is cut short, ExpansionError past ``MAX_EXPANSION``.
 
     Compressed files go through streaming decoders, so everything decodable before a cut is yielded first.
     """
@@ -40,28 +57,101 @@ def iter_blocks(path: str | Path, block_bytes: int = BLOCK_BYTES) -> Iterator[by
     compression = found.compression if found else ""
     with open(path, "rb") as f:
         if compression == "zstd":
-            yield from _stream_blocks(f, block_bytes, zstandard.ZstdDecompressor().decompressobj, "zstd")
+            yield from _bounded(f, _zstd_blocks(f, block_bytes), path)
         elif compression == "gzip":
-            yield from _stream_blocks(f, block_bytes, lambda: zlib.decompressobj(wbits=31), "gzip")
+            yield from _bounded(f, _gzip_blocks(f, block_bytes), path)
         else:
             while block := f.read(block_bytes):
                 yield block
 
 
-def _stream_blocks(f, block_bytes: int, new_frame, kind: str) -> Iterator[bytes]:
-    """Decompresses every frame (zstd) or member (gzip) back to back; notices a file that ends inside one."""
-    frame = new_frame()
-    in_frame = False
+def _bounded(f, blocks: Iterator[bytes], path: str | Path) -> Iterator[bytes]:
+    """``blocks`` of the compressed file ``f``, until they outgrow ``MAX_EXPANSION`` times what was read of it."""
+    total = 0
+    for block in blocks:
+        total += len(block)
+        if total > max(EXPANSION_FLOOR_BYTES, MAX_EXPANSION * f.tell()):
+            raise ExpansionError(
+                f"{total:,} bytes decompressed from {f.tell():,}: over {MAX_EXPANSION:,} times, a compression bomb; "
+                "the rest of the file is refused"
+            )
+        yield block
+
+
+def _gzip_blocks(f, block_bytes: int) -> Iterator[bytes]:
+    """Every member of a gzip file back to back, inflated ``block_bytes`` at most at a time."""
+    member, in_member = zlib.decompressobj(wbits=31), False
     while data := f.read(block_bytes):
         while data:
-            in_frame = True
-            if out := frame.decompress(data):
+            in_member = True
+            out = member.decompress(data, block_bytes)
+            data = member.unconsumed_tail
+            if out:
                 yield out
-            if not frame.eof:
-                break
-            data, frame, in_frame = frame.unused_data, new_frame(), False
-    if in_frame:
-        raise EOFError(f"{kind} stream ended inside a frame (truncated file)")
+            if member.eof:
+                data, member, in_member = member.unused_data, zlib.decompressobj(wbits=31), False
+    if in_member:
+        while out := member.decompress(b"", block_bytes):  # what the last read left inside zlib
+            yield out
+        if not member.eof:
+            raise EOFError("gzip stream ended inside a frame (truncated file)")
+
+
+ZSTD_MAGIC, SKIPPABLE_MAGIC = 0xFD2FB528, 0x184D2A50  # a skippable frame's magic is 0x184D2A5? (RFC 8878 3.1.2)
+
+
+def _zstd_blocks(f, block_bytes: int) -> Iterator[bytes]:
+    """Every frame of a zstd file back to back, its blocks fed to the decoder ``block_bytes // 128 KiB`` at a time,
+    found by their headers (RFC 8878 3.1.1): no call decompresses more than that many blocks can hold."""
+    while magic := f.read(4):
+        pending, decoder = [magic], None
+        try:
+            number = int.from_bytes(_exactly(f, 4, magic), "little")
+            if number & 0xFFFFFFF0 == SKIPPABLE_MAGIC:  # skipped, never held
+                if f.seek(int.from_bytes(_exactly(f, 4), "little"), os.SEEK_CUR) > os.fstat(f.fileno()).st_size:
+                    raise EOFError("zstd stream ended inside a skippable frame (truncated file)")
+                continue
+            if number != ZSTD_MAGIC:
+                raise zstandard.ZstdError("unknown frame descriptor (not a zstd frame)")
+            decoder = zstandard.ZstdDecompressor().decompressobj()
+            descriptor = _exactly(f, 1)
+            pending.append(descriptor + _exactly(f, _frame_header_bytes(descriptor[0])))
+            last, held = False, 0
+            while not last:
+                header = _exactly(f, 3)
+                value = int.from_bytes(header, "little")
+                last, kind, size = bool(value & 1), value >> 1 & 3, value >> 3
+                if kind == 3 or size > ZSTD_BLOCK_BYTES:
+                    raise zstandard.ZstdError(f"corrupt block header (type {kind}, size {size:,})")
+                pending += [header, _exactly(f, 1 if kind == 1 else size)]
+                held += ZSTD_BLOCK_BYTES
+                if last and descriptor[0] & 4:  # Content_Checksum_flag
+                    pending.append(_exactly(f, 4))
+                if last or held + ZSTD_BLOCK_BYTES > block_bytes:
+                    if out := decoder.decompress(b"".join(pending)):
+                        yield out
+                    pending, held = [], 0
+        except EOFError:
+            if decoder is not None and (out := decoder.decompress(b"".join(pending))):
+                yield out  # the whole blocks before the cut
+            raise
+
+
+def _frame_header_bytes(descriptor: int) -> int:
+    """Bytes of a frame header after its descriptor: window descriptor, dictionary id, frame content size."""
+    single_segment = descriptor >> 5 & 1
+    window = 0 if single_segment else 1
+    dictionary = (0, 1, 2, 4)[descriptor & 3]
+    content_size = (single_segment, 2, 4, 8)[descriptor >> 6]
+    return window + dictionary + content_size
+
+
+def _exactly(f, size: int, head: bytes = b"") -> bytes:
+    """``size`` bytes of ``f`` (``head`` first, if already read); EOFError when the file ends before them."""
+    data = head + f.read(size - len(head))
+    if len(data) < size:
+        raise EOFError("zstd stream ended inside a frame (truncated file)")
+    return data
 
 
 def iter_lines(blocks: Iterable[bytes], max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[bytes | None]:

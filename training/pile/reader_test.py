@@ -6,7 +6,16 @@ import zstandard
 from contract.formats import Format, file_format
 
 from pile.inputs import InputFile
-from pile.reader import ReadError, iter_blocks, iter_lines, iter_parquet_texts, iter_records, iter_text_documents
+from pile.reader import (
+    ZSTD_BLOCK_BYTES,
+    ReadError,
+    _frame_header_bytes,
+    iter_blocks,
+    iter_lines,
+    iter_parquet_texts,
+    iter_records,
+    iter_text_documents,
+)
 from pile.sample_corpus import compress_flushed, damage_row_group, write_parquet
 
 LINES = [b'{"text": "document %d"}' % i for i in range(3000)]
@@ -66,6 +75,18 @@ def test_too_long_lines_become_none_without_being_held():
     assert list(iter_lines(blocks, max_record_bytes=10)) == [b"short", None, b"ok", None]
 
 
+@pytest.mark.parametrize("end", [b"\n", b""], ids=["ends-with-newline", "ends-without"])
+def test_the_record_limit_holds_however_the_reads_split_a_line(end):
+    """A line is over the limit by what is held of it plus its newest piece: every split of the same bytes into
+    reads gives the same lines, none longer than the limit, the last one (no newline after it) included."""
+    lines = [b"a" * 10, b"b" * 11, b"", b"c" * 3, b"d" * 25, b"e" * 9, b"f" * 11]
+    data = b"\n".join(lines) + end
+    expected = [line if len(line) <= 10 else None for line in lines]
+    for size in range(1, len(data) + 1):
+        blocks = [data[i : i + size] for i in range(0, len(data), size)]
+        assert list(iter_lines(blocks, max_record_bytes=10)) == expected, f"reads of {size} bytes"
+
+
 def test_text_documents_split_on_end_of_text_lines():
     lines = [b"first", b"", b"<|endoftext|>", b"second\r", b"<|endoftext|>\r", b"third"]
     assert list(iter_text_documents(lines)) == [b"first\n", b"second\r", b"third"]
@@ -114,3 +135,40 @@ def test_truncated_parquet_is_a_read_error(tmp_path):
     path.write_bytes(path.read_bytes()[:-100])  # the footer is gone: no row group can be found
     with pytest.raises(ReadError, match=r"cut.parquet: Arrow\w+: "):
         list(iter_records(source(path, "parquet")))
+
+
+@pytest.mark.parametrize(
+    ("name", "compress"), [("z.jsonl.zst", zstandard.ZstdCompressor().compress), ("z.jsonl.gz", gzip.compress)]
+)
+def test_a_file_of_zeros_comes_back_in_bounded_blocks(tmp_path, name, compress):
+    """Issue 50, item 2: 16 KB of .zst holding 512 MiB of zeros came back as one 512 MiB block; here 4 MiB."""
+    (tmp_path / name).write_bytes(compress(bytes(4 << 20)))
+    sizes = [len(block) for block in iter_blocks(tmp_path / name, block_bytes=1 << 20)]
+    assert sum(sizes) == 4 << 20
+    assert max(sizes) <= (1 << 20) + ZSTD_BLOCK_BYTES, f"a block of {max(sizes):,} bytes"
+
+
+def test_a_compression_bomb_stops_past_its_ratio_keeping_the_documents_before(tmp_path, monkeypatch):
+    """Good lines, then 4 MiB of newlines (a few KB compressed): past 1,000 times what was read it is refused as a
+    truncated file is, the lines before kept."""
+    monkeypatch.setattr("pile.reader.EXPANSION_FLOOR_BYTES", 1 << 20, raising=False)
+    data = b"".join(zstandard.ZstdCompressor().compress(part) for part in (DATA, b"\n" * (4 << 20), LINES[0]))
+    (tmp_path / "bomb.jsonl.zst").write_bytes(data)
+    got = []
+    with pytest.raises(ReadError, match=r"bomb.jsonl.zst: ExpansionError: .* over 1,000 times, a compression bomb"):
+        got.extend(record for record in iter_records(source(tmp_path / "bomb.jsonl.zst")) if record)
+    assert got == LINES
+
+
+def test_skippable_and_checksummed_zstd_frames_and_a_corrupt_block_header(tmp_path):
+    skippable = (0x184D2A53).to_bytes(4, "little") + (5).to_bytes(4, "little") + b"12345"
+    checked = zstandard.ZstdCompressor(write_checksum=True, write_content_size=False).compress(DATA[:5000])
+    (tmp_path / "s.jsonl.zst").write_bytes(
+        skippable + checked + skippable + zstandard.ZstdCompressor().compress(DATA[5000:])
+    )
+    assert b"".join(iter_blocks(tmp_path / "s.jsonl.zst")) == DATA
+    frame = bytearray(zstandard.ZstdCompressor().compress(DATA))
+    frame[4 + 1 + _frame_header_bytes(frame[4])] |= 0b110  # the first block's type: 3, reserved
+    (tmp_path / "bad.jsonl.zst").write_bytes(bytes(frame))
+    with pytest.raises(ReadError, match="ZstdError: "):
+        list(iter_records(source(tmp_path / "bad.jsonl.zst")))

@@ -65,10 +65,11 @@ class Checkpointer:
         all_done: ``all_done(ok)`` -> whether every host passed True (a collective every host calls);
             required with several hosts.
 
-    Example:
-        >>> checkpointer = Checkpointer("/opt/ml/checkpoints", model, trainer, keep=3, is_chief=True, run_config={})
-        >>> start_step = checkpointer.restore_latest()  # 0 for a fresh run
-        >>> checkpointer.save()
+    Usage (a model and trainer as ``run.loop`` makes them)::
+
+        checkpointer = Checkpointer("/opt/ml/checkpoints", model, trainer, keep=3, is_chief=True, run_config={})
+        start_step = checkpointer.restore_latest()  # 0 for a fresh run
+        checkpointer.save()
     """
 
     def __init__(

@@ -28,6 +28,7 @@ Only the chief (worker 0 / rank 0) writes checkpoints, exports and logs.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
@@ -45,11 +46,12 @@ MWMS_PORT = 8890  # the port the SageMaker toolkit uses in the TF_CONFIG it writ
 # concatenates every gradient into one buffer, so nothing is sent before the whole buffer is built; NCCL's
 # bandwidth on large messages is reached well below 32 MiB (PyTorch DDP's buckets: 25 MiB).
 BYTES_PER_PACK = 32 * 2**20
-# The dtype gradients travel in, by training precision. bf16 halves the bytes; its 8-bit significand rounds
-# each value and each partial sum to within 2^-8 relative, so a sum over N replicas is within N x 2^-8 of the
-# summed magnitudes (``engines_test``, N = 2); AdamW divides by the gradient's own RMS, so an update moves by a
-# relative error of that size. fp16 scales its loss (gradients up to 2^15 x): its gradients stay float32.
-REDUCE_DTYPES = {"bf16": tf.bfloat16, "fp16": tf.float32, "fp32": tf.float32}
+# Gradients travel in float32 whatever the training precision. On GPUs every collective goes through NCCL, and
+# TensorFlow passes NCCL five dtypes only: the NcclAllReduce op's T (MirroredStrategy's default on a GPU host)
+# and NcclManager's kValidDataTypes (tensorflow/core/nccl/nccl_manager.cc, MultiWorkerMirroredStrategy's NCCL
+# path) are half, float, double, int32 and int64; a bfloat16 gradient fails the first step. float32 is also what
+# Megatron and torchtitan reduce gradients in. ``engines_test`` builds each step as a GPU host builds it.
+WIRE_DTYPE = tf.float32
 
 
 class Engine(Protocol):
@@ -78,14 +80,21 @@ class Engine(Protocol):
     def after_first_step(self, variables: list) -> None:
         """Makes every worker's variables the chief's, where creating them did not."""
 
-    def any_worker(self, flag: bool) -> bool:
-        """Whether any worker passed True; every worker calls it at the same point."""
+    def sum_over_workers(self, values: list[float]) -> list[float]:
+        """Each of ``values`` summed over the workers, on the host (one small all-reduce, waited for); every worker
+        calls it at the same point with as many values."""
+
+
+def any_worker(engine: Engine, flag: bool) -> bool:
+    """Whether any worker passed True; every worker calls it at the same point."""
+    return engine.sum_over_workers([float(flag)])[0] > 0
 
 
 class DataParallelEngine(Engine, Protocol):
     """An engine of single-device replicas: what ``Trainer``'s step asks of it besides ``Engine``."""
 
     strategy: tf.distribute.Strategy  # the optimizer's update runs in it
+    bytes_per_pack: int  # the gradients are all-reduced in buffers of about this many bytes
 
     def run(self, fn: Callable, args: tuple = ()) -> Any:
         """Runs ``fn`` on each local replica; ``args[0]`` is a [local_replicas, ...] batch split between them."""
@@ -102,11 +111,14 @@ class DataParallelEngine(Engine, Protocol):
     def local(self, value: Any) -> Any:
         """One replica's copy of a value that all-reduction made identical on every replica."""
 
+    def replica_index(self) -> tf.Tensor:
+        """This replica's index among every replica of every worker (call on a replica): its dropout stream."""
+
 
 class StrategyEngine:
     """A ``DataParallelEngine`` over a tf.distribute strategy; ``worker`` / ``workers`` count processes (hosts).
 
-    Gradients are summed in packs of BYTES_PER_PACK, in ``reduce_dtype``. TensorFlow 2.21 launches the packs
+    Gradients are summed in packs of BYTES_PER_PACK, in WIRE_DTYPE. TensorFlow 2.21 launches the packs
     in reverse variable order (the last layers', whose gradients a backward pass computes first, before the
     first layers'), one collective after the other; a pack starts when its gradients exist. They all exist at
     once here: the step's gradients are the sum over its micro-batches (``Trainer``), so the reduction follows
@@ -117,20 +129,12 @@ class StrategyEngine:
         name: "default", "mirrored" or "multi_worker" (for logs).
         worker: this process's index among the workers.
         workers: number of worker processes.
-        reduce_dtype: the dtype gradients are summed in (``REDUCE_DTYPES``); the sums come back as float32.
     """
 
-    def __init__(
-        self,
-        strategy: tf.distribute.Strategy,
-        name: str,
-        worker: int = 0,
-        workers: int = 1,
-        reduce_dtype: tf.DType = tf.float32,
-    ):
+    bytes_per_pack = BYTES_PER_PACK
+
+    def __init__(self, strategy: tf.distribute.Strategy, name: str, worker: int = 0, workers: int = 1):
         self.strategy, self.name, self.worker, self.workers = strategy, name, worker, workers
-        self.reduce_dtype = reduce_dtype
-        self._any_flag = None
 
     @property
     def num_replicas(self) -> int:
@@ -161,10 +165,9 @@ class StrategyEngine:
     def reduce_gradients(self, grads: list) -> list:
         if self.num_replicas == 1:
             return grads
-        options = tf.distribute.experimental.CommunicationOptions(bytes_per_pack=BYTES_PER_PACK)
-        sent = [tf.cast(g, self.reduce_dtype) for g in grads]
-        summed = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, sent, options=options)
-        return [tf.cast(g, tf.float32) for g in summed]
+        options = tf.distribute.experimental.CommunicationOptions(bytes_per_pack=self.bytes_per_pack)
+        sent = [tf.cast(g, WIRE_DTYPE) for g in grads]  # float32 already: the variables' dtype
+        return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, sent, options=options)
 
     def sum_over_replicas(self, value):
         return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, value)
@@ -173,23 +176,25 @@ class StrategyEngine:
         """One replica's copy of a value that all-reduction made identical on every replica."""
         return self.strategy.experimental_local_results(value)[0]
 
+    def replica_index(self) -> tf.Tensor:
+        return tf.convert_to_tensor(tf.distribute.get_replica_context().replica_id_in_sync_group)
+
     def after_first_step(self, variables: list) -> None:
         """Nothing to do: the strategy created every variable with the chief's initial value."""
 
-    def any_worker(self, flag: bool) -> bool:
-        """Whether any worker passed True: a one-number all-reduce that every worker must call at the same point."""
+    def sum_over_workers(self, values: list[float]) -> list[float]:
+        """Each value summed over the workers: every worker's first replica contributes it, its others zeros."""
         if self.workers == 1:
-            return flag
-        if self._any_flag is None:
-
-            @tf.function
-            def any_flag(flags):
-                # tf.identity: MultiWorkerMirroredStrategy cannot all-reduce a distributed input as it is.
-                return self.local(self.run(lambda f: self.sum_over_replicas(tf.identity(f)), (flags,)))
-
-            self._any_flag = any_flag
+            return list(values)
+        rows = tf.concat([[values], tf.zeros([self.local_replicas - 1, len(values)])], 0)
         with self.scope():
-            return float(self._any_flag(tf.fill([self.local_replicas], float(flag)))) > 0
+            return self.worker_sum(tf.cast(rows, tf.float32)).numpy().tolist()
+
+    @functools.cached_property
+    def worker_sum(self) -> Callable[[tf.Tensor], tf.Tensor]:
+        """[local_replicas, n] float32 rows, one a replica -> their sum over every replica (a tf.function)."""
+        # tf.identity: MultiWorkerMirroredStrategy cannot all-reduce a distributed input as it is.
+        return tf.function(lambda rows: self.local(self.run(lambda r: self.sum_over_replicas(tf.identity(r)), (rows,))))
 
 
 class HorovodEngine:
@@ -206,6 +211,7 @@ class HorovodEngine:
     """
 
     name = "horovod"
+    bytes_per_pack = 64 * 2**20  # Horovod's fusion buffer (HOROVOD_FUSION_THRESHOLD's default)
 
     def __init__(self, hvd: ModuleType, pin_gpu: bool = True):
         self.hvd = hvd
@@ -245,14 +251,15 @@ class HorovodEngine:
     def local(self, value):
         return value
 
+    def replica_index(self) -> tf.Tensor:
+        return tf.constant(self.worker)
+
     def after_first_step(self, variables: list) -> None:
         """Every rank takes rank 0's values (the Horovod pattern: broadcast after the first step)."""
         self.hvd.broadcast_variables([getattr(v, "value", v) for v in variables], root_rank=0)
 
-    def any_worker(self, flag: bool) -> bool:
-        """Whether any rank passed True (an averaged all-reduce of 0/1 flags is above 0)."""
-        allreduce = getattr(self.hvd, "oob_allreduce", self.hvd.allreduce)
-        return float(allreduce(tf.constant(float(flag)))) > 0
+    def sum_over_workers(self, values: list[float]) -> list[float]:
+        return self.sum_over_replicas(tf.constant(values, tf.float32)).numpy().tolist()  # one rank per worker
 
 
 def import_horovod() -> ModuleType | None:
@@ -351,11 +358,8 @@ def make_engine(
     current_host: str,
     num_gpus: int,
     env: Mapping[str, str] = os.environ,
-    precision: str = "fp32",
 ) -> DataParallelEngine:
-    """Creates the engine (gradients summed in ``REDUCE_DTYPES[precision]``); call before any other TensorFlow
-    work in the process."""
-    reduce_dtype = REDUCE_DTYPES[precision]
+    """Creates the engine; call before any other TensorFlow work in the process."""
     name = choose_engine(engine, hosts=hosts, num_gpus=num_gpus, env=env)
     if name == "horovod":
         hvd = import_horovod()
@@ -365,7 +369,7 @@ def make_engine(
     if name == "multi_worker":
         communication = "nccl" if tf.config.list_physical_devices("GPU") else "ring"
         strategy, worker, workers = start_multi_worker(hosts, current_host, env, communication)
-        return StrategyEngine(strategy, name, worker, workers, reduce_dtype)
+        return StrategyEngine(strategy, name, worker, workers)
     if name == "mirrored":
-        return StrategyEngine(tf.distribute.MirroredStrategy(), name, reduce_dtype=reduce_dtype)
+        return StrategyEngine(tf.distribute.MirroredStrategy(), name)
     return StrategyEngine(tf.distribute.get_strategy(), "default")

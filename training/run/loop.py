@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
 import time
 from pathlib import Path
 
@@ -37,7 +36,7 @@ from pile.bpe import token_byte_lengths
 
 from run import parallelism
 from run.checkpoint import Checkpointer
-from run.engines import Engine
+from run.engines import Engine, any_worker
 from run.job import JobError, check_inputs, cluster
 from run.schedule import WarmupCosine
 from run.stop_signal import StopSignal
@@ -45,7 +44,7 @@ from run.trainer import PRECISIONS, Trainer
 
 
 class NonFiniteLoss(FloatingPointError):
-    """The loss or the gradient became NaN or infinite; the weights were not updated with it."""
+    """More steps than the health rule allows had a NaN or infinite loss or gradient; none reached the weights."""
 
 
 def configure_tensorflow(args) -> None:
@@ -76,10 +75,11 @@ class TrainingRun:
         args: the parsed hyperparameters (``hparams.parse_args``).
         env: the process environment (SM_HOSTS, SM_CURRENT_HOST, SM_NUM_GPUS, TF_CONFIG).
 
-    Example:
-        >>> run = TrainingRun(parse_args(["--train_dir", "/data", "--model_preset", "tiny"]), os.environ)
-        >>> run.train()
-        >>> run.finish()
+    Usage (a dataset in /data; ``loop_test.py`` runs it)::
+
+        run = TrainingRun(parse_args(["--train_dir", "/data", "--model_preset", "tiny"]), os.environ)
+        run.train()
+        run.finish()
     """
 
     def __init__(self, args, env):
@@ -111,7 +111,7 @@ class TrainingRun:
             sequences_per_step=self.global_batch_tokens // self.sequence_length,
             host=self.engine.worker,
             hosts=self.engine.workers,  # every host writes its share of each checkpoint
-            all_done=lambda written: not self.engine.any_worker(not written),
+            all_done=lambda written: not any_worker(self.engine, not written),
         )
         self.start_step = self.checkpointer.restore_latest()
         self.stopped_at: int | None = None  # the step a SIGTERM stopped training at
@@ -247,9 +247,16 @@ class TrainingRun:
     def validation_datasets(self, batches: int | None) -> dict[str, tf.data.Dataset]:
         """The split's (key "") and, when its shards are of several sources, each source's apart, ``batches``
         batches per replica of each one's sample; None: every sequence once, the split's then the sources' together.
+        A split (or source) smaller than its sample is read whole, each sequence once, and a line says so.
         """
         channel = self.inputs.validation
         sources = channel.sources if len(channel.sources) > 1 and "" not in channel.sources else []
+        sample = (batches or 0) * self.engine.workers * self.engine.local_replicas * self.args.micro_batch_size
+        for name, part in {"": channel, **{name: channel.of_source(name) for name in sources}}.items():
+            if part.sequences < sample:
+                split = f"the validation split{f' of {name}' if name else ''}"
+                self.log(f"[valid_sample] {split} holds {part.sequences} sequences, fewer than the sample of {sample}: "
+                         "each evaluation reads every one once")  # fmt: skip
         datasets = {} if batches is None and sources else {"": self.validation_dataset(batches)}
         datasets.update({name: self.validation_dataset(batches, channel.of_source(name)) for name in sources})
         return datasets
@@ -279,38 +286,18 @@ class TrainingRun:
         batches = iter(self.train_dataset())
         validation = self.validation_datasets(a.eval_batches) if self.inputs.validation else None
         last_saved = self.start_step
-        timer, steps_timed = time.perf_counter(), 0
         observer = RunObserver(a, self.engine, self.model.trainable_variables, self.is_chief, trainer.tokens_per_step)
         stop = StopSignal(self.engine)
         try:
             observer.start()
             for step in range(self.start_step + 1, a.max_steps + 1):
-                result = observer.step(step, trainer.train_step, observer.next_batch(batches))
-                if not math.isfinite(result.loss):
-                    raise NonFiniteLoss(
-                        f"loss is {result.loss} at step {step}: training stopped before applying it; "
-                        f"the newest checkpoint (step {last_saved}) is intact"
-                    )
-                if not result.applied and a.precision != "fp16":
-                    raise NonFiniteLoss(
-                        f"gradient norm is {result.grad_norm} at step {step}: training stopped "
-                        f"before applying it; the newest checkpoint (step {last_saved}) is intact"
-                    )
+                result = observer.step(step, trainer.train_step, observer.next_batch(batches))  # launched, not read
                 if step == self.start_step + 1:
                     self.engine.after_first_step(self.model.variables + trainer.optimizer.variables)
-                    first_done = time.perf_counter()  # the time left is timed from here: the first step compiles
-                steps_timed += 1
+                    result.wait()  # the first step compiles: the time left is timed from its end
+                    first_done = time.perf_counter()
                 if step % a.log_every == 0 or step == a.max_steps:
-                    elapsed = time.perf_counter() - timer
-                    tokens_per_sec = steps_timed * trainer.tokens_per_step / elapsed
-                    mfu = model_flops_utilisation(tokens_per_sec, self.flops_per_token, self.devices, self.peak_tflops)
-                    lr = float(self.schedule(trainer.optimizer.iterations))
-                    # Every step since the first, pauses included, at this pace for the steps left.
-                    taken = step - self.start_step - 1
-                    left = (time.perf_counter() - first_done) / taken * (a.max_steps - step) if taken else -1
-                    self.log(train_line(step, result.loss, lr, tokens_per_sec, mfu, a.max_steps, left))
-                    observer.window(step, result, lr, tokens_per_sec, mfu)
-                    timer, steps_timed = time.perf_counter(), 0
+                    self.log_window(step, result, observer, first_done)
                 pause = time.perf_counter()  # evaluation and checkpoints do not count against tokens_per_sec
                 if validation is not None and (step % a.eval_every == 0 or step == a.max_steps):
                     evaluation = self.evaluate(validation)
@@ -324,8 +311,7 @@ class TrainingRun:
                         self.checkpointer.save()
                     self.stopped_at = step
                     break
-                timer += time.perf_counter() - pause
-                observer.pause()
+                observer.pause(time.perf_counter() - pause)
             if validation is not None and self.stopped_at is None and a.max_steps > self.start_step:
                 whole = self.evaluate(self.validation_datasets(None))  # the figure to quote: every sequence once
                 self.log(valid_line(a.max_steps, whole, "valid_split"))
@@ -340,9 +326,29 @@ class TrainingRun:
         step, digest = int(trainer.step.read_value()), weights_digest(self.model)
         print(f"[final] worker={self.engine.worker} step={step} weights={digest}", flush=True)
 
+    def log_window(self, step: int, result, observer: RunObserver, first_done: float) -> None:
+        """The logging window ending at ``step``: its one read of a step's figures, the [train] and [health] lines;
+        NonFiniteLoss once more steps were skipped in the rule's window than it allows."""
+        a = self.args
+        loss = result.loss  # the window's one host read: it waits for the device to finish the window's steps
+        times = observer.times()
+        tokens_per_sec = self.trainer.tokens_per_step / times.step_s
+        mfu = model_flops_utilisation(tokens_per_sec, self.flops_per_token, self.devices, self.peak_tflops)
+        taken = step - self.start_step - 1  # every step since the first, pauses included, at this pace
+        left = (time.perf_counter() - first_done) / taken * (a.max_steps - step) if taken else -1
+        self.log(train_line(step, loss, result.learning_rate, tokens_per_sec, mfu, a.max_steps, left))
+        observer.window(step, result, result.learning_rate, tokens_per_sec, mfu, times)
+        skipped, rules = observer.recently_skipped(), observer.rules
+        if skipped > rules.max_skipped_steps:
+            raise NonFiniteLoss(
+                f"{skipped} steps skipped for a non-finite loss or gradient in the {rules.skipped_window_steps} steps "
+                f"to step {step} (health_rules max_skipped_steps {rules.max_skipped_steps}): the weights hold none "
+                f"of them, and the newest checkpoint is intact; lower the learning rate or raise its warm-up"
+            )
+
     def leave_together(self) -> None:
         """Every worker waits here for the others (the chief exports first), so none sees another vanish."""
-        self.engine.any_worker(False)
+        any_worker(self.engine, False)
 
     def finish(self) -> None:
         """Chief: export the SavedModel and tokenizer (and the Hugging Face checkpoint), then print a sample."""

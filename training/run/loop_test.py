@@ -125,3 +125,64 @@ def test_each_source_is_evaluated_apart_and_the_whole_split_needs_no_pass_of_its
     datasets = one.validation_datasets(2)
     evaluation = one.evaluate(datasets)
     assert list(datasets) == [""] and evaluation.sources == {"web": dataclasses.replace(evaluation, sources={})}
+
+
+class HostReads:
+    """Counts the reads of a tensor's value on the host (every ``numpy()``, ``float()``, ``bool()``, ``int()`` of an
+    eager tensor goes through ``_EagerTensorBase._numpy``, tensorflow/python/framework/ops.py), by training step."""
+
+    def __init__(self, monkeypatch):
+        from observe.observer import RunObserver
+        from tensorflow.python.framework import ops
+
+        self.step, self.by_step = 0, {}
+        read, launch = ops._EagerTensorBase._numpy, RunObserver.step
+
+        def counted_read(tensor):
+            self.by_step[self.step] = self.by_step.get(self.step, 0) + 1
+            return read(tensor)
+
+        def counted_launch(observer, step, *args):
+            self.step = step
+            return launch(observer, step, *args)
+
+        monkeypatch.setattr(ops._EagerTensorBase, "_numpy", counted_read)
+        monkeypatch.setattr(RunObserver, "step", counted_launch)
+
+
+def test_a_step_reads_nothing_back_and_a_logging_window_reads_once(dataset_dir, tmp_path, monkeypatch):
+    args = parse_args(
+        [
+            *TINY_RUN,
+            *("--max_steps", "13", "--log_every", "4", "--eval_every", "0", "--checkpoint_every", "0"),
+            *("--train_dir", str(dataset_dir), "--checkpoint_dir", str(tmp_path / "ckpt")),
+        ],
+        env={},
+    )
+    run = TrainingRun(args, env={})
+    reads = HostReads(monkeypatch)
+    run.train()
+    # Step 1 is waited for (it compiles; the time left is timed from its end); steps 4, 8 and 12 end a logging window,
+    # whose one read gives every figure of its [train] and [health] lines; step 13 also checkpoints and ends the run.
+    steps = {step: reads.by_step.get(step, 0) for step in range(1, 13)}
+    assert steps == {**dict.fromkeys(range(1, 13), 0), 1: 1, 4: 1, 8: 1, 12: 1}, steps
+
+
+def test_a_validation_split_smaller_than_its_sample_is_read_whole_and_said_so(tmp_path, mixed_dataset_dir, capsys):
+    """A sample of 600 from a split of 441 (code 221, mail 220) would count sequences twice: each is read once."""
+    args = [*TINY_RUN, "--train_dir", str(mixed_dataset_dir), "--checkpoint_dir", str(tmp_path / "ckpt")]
+    run = TrainingRun(parse_args([*args, "--source_weights", "code=1,mail=1"], env={}), env={})
+    assert run.engine.workers * run.engine.local_replicas * run.args.micro_batch_size == 2
+    capsys.readouterr()
+    evaluation = run.evaluate(run.validation_datasets(300))  # 300 batches of 2
+    assert evaluation.sequences == 441 and [e.sequences for e in evaluation.sources.values()] == [221, 220]
+    assert capsys.readouterr().out.splitlines() == [
+        f"[valid_sample] the validation split{of} holds {n} sequences, fewer than the sample of 600: each "
+        "evaluation reads every one once"
+        for of, n in (("", 441), (" of code", 221), (" of mail", 220))
+    ]
+    run.validation_datasets(200)  # 400: the split's sample, each source's split whole
+    assert [line.split(" holds")[0] for line in capsys.readouterr().out.splitlines()] == [
+        "[valid_sample] the validation split of code",
+        "[valid_sample] the validation split of mail",
+    ]

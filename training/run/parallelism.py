@@ -42,7 +42,7 @@ def name_the_compiled_step(trainer: Trainer) -> None:
     first step did not see: traced after the restore, a resumed run's micro-step was ``..._1652`` and compiled
     again. Traced here, the step's name depends only on what every run does before it."""
     with trainer.engine.scope():
-        trainer._compute.get_concrete_function(tf.TensorSpec(trainer.batch_shape, tf.int32))
+        trainer._step.get_concrete_function(tf.TensorSpec(trainer.batch_shape, tf.int32))
 
 
 class DataParallel:
@@ -53,9 +53,7 @@ class DataParallel:
 
     def make_engine(self, hosts: list[str], current_host: str, num_gpus: int, env) -> Engine:
         a = self.args
-        return make_engine(
-            a.engine, hosts=hosts, current_host=current_host, num_gpus=num_gpus, env=env, precision=a.precision
-        )
+        return make_engine(a.engine, hosts=hosts, current_host=current_host, num_gpus=num_gpus, env=env)
 
     def accumulation_steps(self, steps: int) -> int:
         """The accumulation steps of a training step, from those the global batch asks for."""

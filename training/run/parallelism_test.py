@@ -41,6 +41,6 @@ def test_a_compiled_step_is_traced_when_built_and_the_first_step_runs_that_trace
     _, trainer = DataParallel(args).build(
         mirrored_engine, 1e-3, model_arguments, accumulation_steps=2, micro_batch_size=2, sequence_length=8
     )
-    assert trainer._compute.experimental_get_tracing_count() == 1  # at build, before anything is restored
+    assert trainer._step.experimental_get_tracing_count() == 1  # at build, before anything is restored
     trainer.train_step(tf.random.uniform(trainer.batch_shape, maxval=64, dtype=tf.int32, seed=3))
-    assert trainer._compute.experimental_get_tracing_count() == 1  # the step ran the trace made at build
+    assert trainer._step.experimental_get_tracing_count() == 1  # the step ran the trace made at build

@@ -66,11 +66,11 @@ class PipelineTrainer(Trainer):
             bubble (``contract.batch.pipeline_microbatches``).
         micro_batch_size, sequence_length, precision, grad_clip, initial_loss_scale: as ``Trainer``.
 
-    Example:
-        >>> trainer = PipelineTrainer([model], [optimizer], engine, accumulation_steps=8, microbatches=8,
-        ...                           micro_batch_size=4, sequence_length=1024)
-        >>> trainer.train_step(batch)  # batch: [local_replicas, 8, 4, 1025] int32
-        StepResult(loss=10.9, grad_norm=3.2, applied=True)
+    Usage (a model, optimizer and engine as ``run.loop`` makes them)::
+
+        trainer = PipelineTrainer([model], [optimizer], engine, accumulation_steps=8, microbatches=8,
+                                  micro_batch_size=4, sequence_length=1024)
+        result = trainer.train_step(batch)  # batch: [local_replicas, 8, 4, 1025] int32; a StepResult
     """
 
     def __init__(
@@ -134,12 +134,14 @@ class PipelineTrainer(Trainer):
         token_losses = sparse_cross_entropy(tf.reshape(targets, [-1]), tf.reshape(logits, [-1, logits.shape[-1]]))
         return tf.reduce_sum(token_losses) / self.tokens_per_step  # the single-device GPT.loss_sum's arithmetic
 
-    def _replica_gradients(self, model: PipelinedGPT, tokens: tf.Tensor):
-        """Loss and gradients of one replica's [accumulation, micro_batch, T + 1] tokens: GPipe passes, summed."""
+    def _replica_gradients(self, model: PipelinedGPT, tokens: tf.Tensor, replica: int):
+        """Loss and gradients of local replica ``replica``'s [accumulation, micro_batch, T + 1] tokens: GPipe passes,
+        summed."""
         tokens = tf.reshape(tokens, [self.passes, self.microbatches, *tokens.shape[1:]])
+        stream = tf.constant(self.engine.worker * self.engine.local_replicas + replica)  # its own dropout masks
 
         def add_pass(p, summed):
-            pass_loss, pass_grads = gpipe_gradients(model, tokens[p], self._micro_loss, self.loss_scale)
+            pass_loss, pass_grads = gpipe_gradients(model, tokens[p], self._micro_loss, self.loss_scale, stream)
             with tf.device(model.devices[-1]):
                 loss = summed[0] + pass_loss
             grads = []
@@ -148,7 +150,7 @@ class PipelineTrainer(Trainer):
                     grads.append(a + b)
             return loss, grads
 
-        first = gpipe_gradients(model, tokens[0], self._micro_loss, self.loss_scale)
+        first = gpipe_gradients(model, tokens[0], self._micro_loss, self.loss_scale, stream)
         return accumulate(add_pass, self.passes, first)
 
     def _unscale_and_square(self, model: PipelinedGPT, grads: list) -> tuple[list, list]:
@@ -226,7 +228,7 @@ class PipelineTrainer(Trainer):
     def _compute_fn(self, batch: tf.Tensor):
         losses, grads = [], []
         for r, model in enumerate(self.models):
-            loss, replica_grads = self._replica_gradients(model, batch[r])
+            loss, replica_grads = self._replica_gradients(model, batch[r], r)
             losses.append(loss)
             grads.append(replica_grads)
         losses, grads = self._sum_over_replicas(losses, grads)
@@ -349,7 +351,7 @@ class PipelineEngine:
         self.strategy = tf.distribute.get_strategy()  # the default strategy: plain variables on explicit devices
         self.name = "pipeline_multi_worker" if workers > 1 else "pipeline"
         self._instance_keys: dict[tuple, int] = {}
-        self._any_flag = None
+        self._worker_sum = None
 
     @property
     def model_parallel_degree(self) -> int:
@@ -373,13 +375,15 @@ class PipelineEngine:
     def after_first_step(self, variables: list) -> None:
         """Nothing to do: the pipeline trainer broadcasts the chief's values before the first step."""
 
-    def any_worker(self, flag: bool) -> bool:
-        """Whether any worker passed True: a one-number all-reduce on stage 0's devices, called by every worker."""
+    def sum_over_workers(self, values: list[float]) -> list[float]:
+        """Each value summed over the workers: an all-reduce on stage 0's devices, every worker's first replica
+        contributing the values, its others zeros."""
         if self.workers == 1:
-            return flag
-        if self._any_flag is None:
-            self._any_flag = tf.function(lambda value: self.all_reduce([value] * self.local_replicas, 0, "any")[0])
-        return float(self._any_flag(tf.constant(float(flag)))) > 0
+            return list(values)
+        if self._worker_sum is None:
+            self._worker_sum = tf.function(lambda rows: self.all_reduce(tf.unstack(rows), 0, "workers")[0])
+        rows = tf.concat([[values], tf.zeros([self.local_replicas - 1, len(values)])], 0)
+        return self._worker_sum(tf.cast(rows, tf.float32)).numpy().tolist()
 
     def all_reduce(self, values: list[tf.Tensor], stage: int, name: str) -> list[tf.Tensor]:
         """Sums ``values[r]`` (local replica r's tensor for stage ``stage``) over every replica of every worker.

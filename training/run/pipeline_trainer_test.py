@@ -26,10 +26,12 @@ VOCAB = 97  # T, the sequence length, is trainer_test.py's 16
 
 
 def build_pipeline(
-    *, seed=7, accumulation=4, microbatches=2, micro=2, lr=3e-3, dropout=0.0, replicas=1, precision="fp32", **kwargs
-):
-    """K = 2 pipeline replicas on logical CPUs (replica r on CPU 2r and 2r + 1), like the training run builds them."""
-    engine = PipelineEngine([[f"/CPU:{2 * r}", f"/CPU:{2 * r + 1}"] for r in range(replicas)])
+    *, seed=7, accumulation=4, microbatches=2, micro=2, lr=3e-3, dropout=0.0, replicas=1, precision="fp32",
+    engine_options=None, **kwargs,
+):  # fmt: skip
+    """K = 2 pipeline replicas on logical CPUs (replica r on CPU 2r and 2r + 1), like the training run builds them;
+    ``engine_options``: PipelineEngine's others (workers, communication)."""
+    engine = PipelineEngine([[f"/CPU:{2 * r}", f"/CPU:{2 * r + 1}"] for r in range(replicas)], **(engine_options or {}))
     keras.utils.set_random_seed(seed)  # the same initial weights in every run
 
     def model(devices):
@@ -110,7 +112,7 @@ def test_adamw_and_gradient_buffers_stay_on_their_stages_devices():
         assert [s.value.device for s in slots if name in s.path] == [device, device], variable.path
     assert [b.device for b in trainer.buffers[0]] == [v.value.device for v in model.trainable_variables]
     # Keras leaves the update arithmetic unplaced (TensorFlow would run it on device 0); PlacedAdamW places it.
-    graph = trainer._apply.get_concrete_function(()).graph
+    graph = tf.function(trainer._apply_fn).get_concrete_function(()).graph
     arithmetic = [
         op
         for op in graph.get_operations()
@@ -154,11 +156,12 @@ print(json.dumps({
 """
 
 
-def test_two_pipeline_replicas_sum_their_gradients_like_one_device_on_the_global_batch():
-    # Four logical CPUs: TensorFlow must be configured before it starts, so in a fresh process.
+def in_four_cpus(script: str):
+    """The JSON that ``script`` prints last, run in a new process: four logical CPUs must be set up before
+    TensorFlow starts."""
     training = Path(__file__).parents[1]
     result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(REPLICAS_SCRIPT)],
+        [sys.executable, "-c", textwrap.dedent(script)],
         cwd=training,
         env={"PYTHONPATH": f"{training}", "TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"},
         capture_output=True,
@@ -166,7 +169,48 @@ def test_two_pipeline_replicas_sum_their_gradients_like_one_device_on_the_global
         timeout=240,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+NCCL_SCRIPT = """
+import json
+import tensorflow as tf
+from run.pipeline_trainer import split_cpu
+assert split_cpu(4) == 4 and len(tf.config.list_logical_devices("CPU")) == 4  # initialised: conftest keeps it
+from run.engines_test import collectives
+from run.pipeline_trainer_test import build_pipeline
+
+seen = set()
+for precision in ("fp32", "bf16", "fp16"):
+    # As a GPU host builds it: NCCL collectives; 2 hosts of 2 replicas (traced only: nothing runs).
+    options = {"communication": "nccl", "workers": 2}
+    _, trainer = build_pipeline(replicas=2, precision=precision, dropout=0.1, engine_options=options)
+    functions = [
+        trainer._step.get_concrete_function(tf.TensorSpec(trainer.batch_shape, tf.int32)),
+        trainer._broadcast.get_concrete_function(),
+        trainer._evaluate.get_concrete_function(tf.TensorSpec([2, 2, 18], tf.int32)),
+        tf.function(lambda rows: trainer.engine.all_reduce(tf.unstack(rows), 0, "workers")).get_concrete_function(
+            tf.TensorSpec([2, 2], tf.float32)
+        ),
+    ]
+    for op in (op for f in functions for op in collectives(f)):
+        seen.add((op.op, tf.as_dtype(op.attr["T"].type).name, op.attr["communication_hint"].s.decode()))
+print(json.dumps(sorted(seen)))
+"""
+
+
+def test_every_collective_of_the_pipeline_on_gpu_hosts_has_a_dtype_nccl_takes():
+    # engines_test's check of the data-parallel steps, for the pipeline's: its CollectiveReduce ops carry the "nccl"
+    # hint on GPU hosts, and NcclManager takes five dtypes (engines_test.NCCL_DTYPES).
+    from run.engines_test import NCCL_DTYPES
+
+    seen = in_four_cpus(NCCL_SCRIPT)
+    assert {op for op, _, _ in seen} == {"CollectiveReduce"} and {hint for *_, hint in seen} == {"nccl"}
+    assert {dtype for _, dtype, _ in seen} <= {d.name for d in NCCL_DTYPES}, seen
+
+
+def test_two_pipeline_replicas_sum_their_gradients_like_one_device_on_the_global_batch():
+    report = in_four_cpus(REPLICAS_SCRIPT)
     assert report["devices"] == ["CPU:2", "CPU:3"]  # replica 1 lives on the other two devices
     for pipelined_loss, loss, pipelined_norm, norm in report["steps"]:
         assert pipelined_loss == pytest.approx(loss, rel=1e-6) and pipelined_norm == pytest.approx(norm, rel=1e-5)
@@ -206,7 +250,7 @@ def test_two_hosts_each_driving_a_pipeline_end_with_identical_weights(dataset_di
 
 def test_every_loop_of_the_step_holds_one_pass_and_one_tick_at_a_time():
     _, trainer = build_pipeline(accumulation=4, microbatches=2)  # two passes of two micro-batches
-    step = trainer._compute.get_concrete_function(tf.TensorSpec(trainer.batch_shape, tf.int32))
+    step = trainer._step.get_concrete_function(tf.TensorSpec(trainer.batch_shape, tf.int32))
     loops = while_loops(step)
     assert len(loops) >= 3 and all(parallel == 1 for _, parallel in loops), loops  # passes, forward, backward
 

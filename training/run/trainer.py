@@ -5,18 +5,17 @@
         grads += d(loss_i x loss_scale) / d(weights)
     grads = all-reduce SUM over replicas / loss_scale       -> gradient of the global mean loss
     norm  = global norm; clip to grad_clip
-    apply with AdamW unless the loss or the norm is not finite
+    if the loss and the norm are finite: AdamW; else the step is skipped (counted)
 
-The step is split in two tf.functions, ``compute`` and ``apply``, with the finiteness check between
-them on the host: a NaN never reaches the weights, and float16 runs skip overflowing steps and halve
-the loss scale (dynamic loss scaling). Keras ``fit`` is not used: it fails under
-MultiWorkerMirroredStrategy in Keras 3.
+The whole step is one tf.function that the host only launches: the finiteness check is a ``tf.cond`` on the
+device, so a NaN never reaches the weights and the GPU never waits for the host between steps. Its figures
+(``StepResult``) stay on the device until something asks for them (the loop does once a logging window).
+float16 runs halve the loss scale on a skipped step (dynamic loss scaling). Keras ``fit`` is not used: it fails
+under MultiWorkerMirroredStrategy in Keras 3.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -126,11 +125,51 @@ def make_optimizer(
     return optimizer
 
 
-@dataclasses.dataclass
 class StepResult:
-    loss: float
-    grad_norm: float
-    applied: bool
+    """A training step's figures, on the device until first asked for; then one host read for all of them.
+
+    Args:
+        figures: [loss, gradient norm, 1 if applied else 0, steps skipped so far by this trainer, the learning rate
+            of the next step] float32.
+    """
+
+    def __init__(self, figures: tf.Tensor):
+        self._figures, self._host = figures, None
+
+    def _read(self) -> np.ndarray:
+        if self._host is None:
+            self._host = self._figures.numpy()  # waits for the step
+        return self._host
+
+    def wait(self) -> StepResult:
+        """Waits for the step to finish on the device (reads its figures); returns the result."""
+        self._read()
+        return self
+
+    @property
+    def loss(self) -> float:
+        return float(self._read()[0])
+
+    @property
+    def grad_norm(self) -> float:
+        return float(self._read()[1])
+
+    @property
+    def applied(self) -> bool:
+        return bool(self._read()[2])
+
+    @property
+    def skipped_steps(self) -> int:
+        """Steps skipped for a non-finite loss or gradient norm since the trainer was made."""
+        return int(self._read()[3])
+
+    @property
+    def learning_rate(self) -> float:
+        """The schedule's rate at the optimizer's step count after this step."""
+        return float(self._read()[4])
+
+    def __repr__(self) -> str:
+        return f"StepResult(loss={self.loss:.4g}, grad_norm={self.grad_norm:.4g}, applied={self.applied})"
 
 
 class Trainer:
@@ -149,9 +188,17 @@ class Trainer:
         initial_loss_scale: fp16 only.
 
     Example:
-        >>> trainer = Trainer(model, optimizer, engine, accumulation_steps=4, micro_batch_size=8, sequence_length=1024)
-        >>> trainer.train_step(batch)  # batch: [local_replicas, 4, 8, 1025] int32
-        StepResult(loss=10.9, grad_norm=3.2, applied=True)
+        >>> from gpt.model import GPT
+        >>> from run.engines import StrategyEngine
+        >>> engine = StrategyEngine(tf.distribute.get_strategy(), "default")
+        >>> model = GPT.from_preset("tiny", vocab_size=64, sequence_length=8)
+        >>> trainer = Trainer(model, make_optimizer(model, 1e-3), engine, accumulation_steps=2, micro_batch_size=2,
+        ...                   sequence_length=8)
+        >>> trainer.batch_shape  # [local_replicas, accumulation_steps, micro_batch_size, T + 1]
+        (1, 2, 2, 9)
+        >>> result = trainer.train_step(tf.zeros(trainer.batch_shape, tf.int32))  # launched; nothing read back
+        >>> result.applied, result.skipped_steps  # the first figure asked for waits for the step and reads all
+        (True, 0)
     """
 
     loss_scale_period = 2000  # fp16: double the scale after this many finite steps
@@ -185,27 +232,31 @@ class Trainer:
             scale = initial_loss_scale if precision == "fp16" else 1.0
             self.loss_scale = tf.Variable(scale, dtype=tf.float32, trainable=False, name="loss_scale")
             self.good_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="finite_steps_since_scale_change")
+            self.skipped = tf.Variable(0, dtype=tf.int64, trainable=False, name="skipped_steps")
         self._micro_grads = tf.function(self._micro_grads_fn, jit_compile=use_xla)
-        self._compute = tf.function(self._compute_fn)
-        self._apply = tf.function(self._apply_fn)
+        self._step = tf.function(self._step_fn)
         self._evaluate = tf.function(self._evaluate_fn)
 
     # --- one replica ------------------------------------------------------------------------------
 
-    def _micro_grads_fn(self, tokens: tf.Tensor):
+    def _micro_grads_fn(self, tokens: tf.Tensor, stream: tf.Tensor | None = None):
+        """A micro-batch's loss share and gradients on one replica; ``stream``: the replica drawing the dropout masks
+        (``engine.replica_index()``; None: one stream)."""
         inputs, targets = tokens[:, :-1], tokens[:, 1:]
         with tf.GradientTape() as tape:
-            loss = self.model.loss_sum(inputs, targets, training=True) / self.tokens_per_step
+            loss = self.model.loss_sum(inputs, targets, training=True, stream=stream) / self.tokens_per_step
             scaled = loss * self.loss_scale
         grads = self.engine.gradient(tape, scaled, self.model.trainable_variables)
         return loss, [tf.convert_to_tensor(g) for g in grads]  # embedding lookups give IndexedSlices
 
     def _replica_compute(self, tokens: tf.Tensor):
+        stream = self.engine.replica_index()  # this replica's own dropout masks
+
         def add_micro_batch(i, summed):
-            micro_loss, micro_grads = self._micro_grads(tokens[i])
+            micro_loss, micro_grads = self._micro_grads(tokens[i], stream)
             return summed[0] + micro_loss, [a + b for a, b in zip(summed[1], micro_grads, strict=True)]
 
-        loss, grads = accumulate(add_micro_batch, self.accumulation_steps, self._micro_grads(tokens[0]))
+        loss, grads = accumulate(add_micro_batch, self.accumulation_steps, self._micro_grads(tokens[0], stream))
         grads = self.engine.reduce_gradients(grads)
         loss = self.engine.sum_over_replicas(loss)
         if self.precision == "fp16":  # elsewhere the scale is 1: dividing would be a pass over every gradient
@@ -222,6 +273,27 @@ class Trainer:
     def _apply_fn(self, grads):
         self.engine.strategy.run(lambda g: self.optimizer.apply(g, self.model.trainable_variables), args=(grads,))
 
+    def _step_fn(self, batch: tf.Tensor) -> tf.Tensor:
+        """One step on the device: compute, then apply only if the loss and the norm are finite."""
+        loss, norm, grads = self._compute_fn(batch)
+        finite = tf.math.is_finite(loss) & tf.math.is_finite(norm)  # the same on every replica: both all-reduced
+        # A cond in the cross-replica context, around the strategy's run: Keras' LossScaleOptimizer does the same
+        # (a cond in a replica context cannot hold the optimizer's merge_call).
+        tf.cond(finite, lambda: self._apply_fn(grads), lambda: None)
+        self.step.assign_add(1)
+        self.skipped.assign_add(tf.cast(tf.logical_not(finite), tf.int64))
+        if self.precision == "fp16":
+            self._update_loss_scale(finite)
+        figures = [loss, norm, finite, self.skipped, self.optimizer.learning_rate]
+        return tf.stack([tf.cast(f, tf.float32) for f in figures])
+
+    def _update_loss_scale(self, finite: tf.Tensor) -> None:
+        """Dynamic loss scaling: halve after a skipped step, double after ``loss_scale_period`` finite ones."""
+        grow = finite & (self.good_steps + 1 >= self.loss_scale_period)
+        scale = tf.where(finite, tf.where(grow, 2 * self.loss_scale, self.loss_scale), self.loss_scale / 2)
+        self.loss_scale.assign(scale)
+        self.good_steps.assign(tf.where(finite & tf.logical_not(grow), self.good_steps + 1, 0))
+
     def _replica_evaluate(self, rows: tf.Tensor):
         logits = self.model(rows[:, :-2], training=False)  # every token but the last; no weight column
         return self.engine.sum_over_replicas(evaluation_loss_sums(logits, rows, self.token_bytes))
@@ -232,29 +304,12 @@ class Trainer:
     # --- host -------------------------------------------------------------------------------------
 
     def train_step(self, batch: tf.Tensor) -> StepResult:
-        """One optimizer step on ``batch`` ([local_replicas, accumulation, micro_batch, T + 1] int32)."""
+        """Launches one optimizer step on ``batch`` ([local_replicas, accumulation, micro_batch, T + 1] int32);
+        nothing is read back until the result's figures are asked for."""
         if tuple(batch.shape) != self.batch_shape:  # the loss divides by the tokens this shape holds
             raise ValueError(f"batch shape {tuple(batch.shape)} is not the trainer's {self.batch_shape}")
         with self.engine.scope():
-            loss, norm, grads = self._compute(batch)
-            loss, norm = float(loss), float(norm)
-            applied = math.isfinite(loss) and math.isfinite(norm)
-            if applied:
-                self._apply(grads)
-            self.step.assign_add(1)
-            if self.precision == "fp16":
-                self._update_loss_scale(applied)
-        return StepResult(loss, norm, applied)
-
-    def _update_loss_scale(self, finite: bool) -> None:
-        if not finite:
-            self.loss_scale.assign(self.loss_scale / 2)
-            self.good_steps.assign(0)
-        else:
-            self.good_steps.assign_add(1)
-            if int(self.good_steps.read_value()) >= self.loss_scale_period:
-                self.loss_scale.assign(self.loss_scale * 2)
-                self.good_steps.assign(0)
+            return StepResult(self._step(batch))
 
     def evaluate(self, dataset: tf.data.Dataset) -> Evaluation:
         """Mean token loss, bits per byte and their standard errors over the sequences of ``dataset``

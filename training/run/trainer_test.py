@@ -100,6 +100,27 @@ def test_non_finite_gradients_never_reach_the_weights(dataset_dir):
     for x, y in zip(before, model.get_weights(), strict=True):
         np.testing.assert_array_equal(x, y)
     assert int(trainer.optimizer.iterations) == 0
+    assert result.skipped_steps == 1 and int(trainer.step) == 1  # counted, and the data moves on past the batch
+    trainer.loss_scale.assign(1.0)
+    assert trainer.train_step(batch).applied and int(trainer.optimizer.iterations) == 1  # the next step trains
+
+
+@pytest.mark.usefixtures("two_logical_cpus")
+@pytest.mark.parametrize("dropout", [0.5, 0.0])
+def test_each_replica_draws_its_own_dropout_masks(dataset_dir, mirrored_engine, dropout):
+    # The dropout seed states are mirrored variables: the same on both replicas, so without a stream of its own each
+    # replica would drop the same units. Fed the same micro-batch, the two replicas' losses differ with dropout only.
+    _, trainer = build(mirrored_engine, micro=2, dropout=dropout)
+    (batch,) = batches(dataset_dir, (1, 1, 2), 1)
+    same = tf.concat([batch, batch], axis=0)[:, 0]  # [2 replicas, 2, T + 1]: one micro-batch each, equal
+
+    @tf.function
+    def replica_losses(tokens):
+        return mirrored_engine.run(lambda t: trainer._micro_grads(t, mirrored_engine.replica_index())[0], (tokens,))
+
+    with mirrored_engine.scope():
+        first, second = (float(x) for x in mirrored_engine.strategy.experimental_local_results(replica_losses(same)))
+    assert (first != second) == (dropout > 0), (first, second)
 
 
 def test_fp16_skips_overflowing_steps_and_halves_the_scale(dataset_dir):
@@ -234,7 +255,7 @@ def test_adamw_takes_the_steps_scalars_once_and_each_variable_in_one_kernel():
 @pytest.mark.parametrize("use_xla", [False, True])
 def test_the_accumulation_loop_holds_one_micro_batch_at_a_time(use_xla):
     _, trainer = build(default_engine(), accumulation=3, micro=1, use_xla=use_xla)
-    step = trainer._compute.get_concrete_function(tf.TensorSpec(trainer.batch_shape, tf.int32))
+    step = trainer._step.get_concrete_function(tf.TensorSpec(trainer.batch_shape, tf.int32))
     loops = while_loops(step)
     assert loops and all(parallel == 1 for _, parallel in loops), loops
 

@@ -40,6 +40,7 @@ def gpipe_gradients(
     tokens: tf.Tensor,
     loss_fn: Callable[[tf.Tensor, tf.Tensor], tf.Tensor],
     loss_scale: tf.Tensor | float = 1.0,
+    stream: tf.Tensor | None = None,
 ) -> tuple[tf.Tensor, list[tf.Tensor]]:
     """The summed loss of M micro-batches and the gradients of ``loss_scale`` x that sum, through a GPipe schedule.
 
@@ -48,14 +49,20 @@ def gpipe_gradients(
         tokens: [M, micro_batch, T + 1] int32: M micro-batches of sequences (inputs and shifted targets).
         loss_fn: ``loss_fn(logits, targets)`` -> one micro-batch's scalar loss, on the last stage.
         loss_scale: fp16 loss scaling; the gradients are of the scaled loss.
+        stream: the data-parallel replica drawing the dropout masks (``gpt.layers.next_seed``).
 
     Returns:
         (sum of the M losses, on the last device; the gradient of every ``model.trainable_variables`` entry,
         dense, on its variable's device, summed over the micro-batches).
 
     Example:
-        >>> loss, grads = gpipe_gradients(model, tokens, lambda logits, targets: tf.reduce_mean(
-        ...     tf.nn.sparse_softmax_cross_entropy_with_logits(targets, logits)))
+        >>> model = PipelinedGPT.from_preset("tiny", vocab_size=512, sequence_length=32, devices=["/CPU:0", "/CPU:1"])
+        >>> tokens = tf.zeros([4, 2, 33], tf.int32)  # 4 micro-batches of 2 sequences
+        >>> def mean_loss(logits, targets):
+        ...     return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(targets, logits))
+        >>> loss, grads = tf.function(lambda t: gpipe_gradients(model, t, mean_loss))(tokens)  # in a graph
+        >>> loss.shape, len(grads) == len(model.trainable_variables)
+        (TensorShape([]), True)
     """
     count, micro, length = tokens.shape[0], tokens.shape[1], tokens.shape[2] - 1
     stages, last = model.num_stages, model.num_stages - 1
@@ -90,7 +97,7 @@ def gpipe_gradients(
                 x = tokens[m, :, :-1] if k == 0 else inputs[k - 1]
                 if seeds[k]:
                     seed_log[k] = seed_log[k].write(slot(m, valid), _read(seeds[k]))
-                y = tf.cond(valid, lambda k=k, x=x: _stage(model, k, x, hidden[0]), lambda: tf.zeros(*hidden))
+                y = tf.cond(valid, lambda k=k, x=x: _stage(model, k, x, hidden[0], stream), lambda: tf.zeros(*hidden))
             with tf.device(devices[k + 1]):
                 saved[k + 1] = saved[k + 1].write(slot(m, valid), y)
             outputs.append(y)
@@ -121,7 +128,7 @@ def gpipe_gradients(
         with tf.GradientTape() as tape:
             if k:
                 tape.watch(x)
-            y = _stage(model, k, x, hidden[0])
+            y = _stage(model, k, x, hidden[0], stream)
             if k == last:
                 micro_loss = loss_fn(y, tokens[m, :, 1:])
                 y = micro_loss * loss_scale
@@ -182,9 +189,9 @@ def gpipe_gradients(
     return loss, [grads[id(v)] for v in model.trainable_variables]
 
 
-def _stage(model: PipelinedGPT, stage: int, x: tf.Tensor, shape: list[int]) -> tf.Tensor:
+def _stage(model: PipelinedGPT, stage: int, x: tf.Tensor, shape: list[int], stream: tf.Tensor | None) -> tf.Tensor:
     """Stage ``stage`` in training; a hidden output gets its static shape (a loop variable's may not change)."""
-    y = model.stage_call(stage, x, training=True)
+    y = model.stage_call(stage, x, training=True, stream=stream)
     return y if stage == model.num_stages - 1 else tf.ensure_shape(y, shape)
 
 

@@ -100,28 +100,26 @@ class PipelinedGPT(GPT):
             variables.append(self.token_embedding.embeddings)
         return variables
 
-    def stage_call(self, stage: int, x: tf.Tensor, training: bool = False) -> tf.Tensor:
+    def stage_call(
+        self, stage: int, x: tf.Tensor, training: bool = False, stream: tf.Tensor | None = None
+    ) -> tf.Tensor:
         """Stage ``stage`` on its device: token ids [B, T] -> hidden [B, T, d] -> ... -> logits [B, T, vocab].
 
-        The embedding and the head are ``GPT.call``'s arithmetic, split at the stage boundaries.
+        ``GPT.call``'s arithmetic, split at the stage boundaries; ``stream``: the replica drawing the dropout masks.
         """
         with tf.device(self.devices[stage]):
             if stage == 0:
-                length = tf.shape(x)[1]
-                x = self.token_embedding(x) + self.position_embedding(tf.range(length))[tf.newaxis]
-                if training and self.dropout > 0:
-                    seed = self.seed_generator.next()
-                    x = tf.nn.experimental.stateless_dropout(x, rate=self.dropout, seed=seed)
+                x = self.embed(x, training, stream)
             for i in self.stage_blocks[stage]:
-                x = self.blocks[i](x, training=training)
+                x = self.blocks[i](x, training=training, stream=stream)
             if stage == self.num_stages - 1:
                 x = self.logits(x)  # the tied output projection reads the embedding across from devices[0]
         return x
 
-    def call(self, token_ids: tf.Tensor, training: bool = False) -> tf.Tensor:
+    def call(self, token_ids: tf.Tensor, training: bool = False, stream: tf.Tensor | None = None) -> tf.Tensor:
         x = token_ids
         for stage in range(self.num_stages):
-            x = self.stage_call(stage, x, training=training)
+            x = self.stage_call(stage, x, training=training, stream=stream)
         return x
 
     def _check_placement(self) -> None:
