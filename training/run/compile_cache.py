@@ -17,8 +17,10 @@ folder on the instance's disk would not survive the move to a new instance.
 - One writer. With several hosts, each would upload the same file names to the same S3 prefix (SageMaker asks for
   distinct names), so only the first host writes and the others read (``--tf_xla_persistent_cache_read_only``).
   Every host compiles the same clusters for the same GPU, so the first host's entries serve all of them.
-- The prefix names the TensorFlow version. The key holds the HLO's hash and the device type (``XLA_GPU_JIT``), not
-  the compiler that made the binary, so a new image compiles again rather than load another XLA's executable.
+- The prefix names the TensorFlow version and the instance type (``SM_CURRENT_INSTANCE_TYPE``). The key holds the
+  HLO's hash and the device type (``XLA_GPU_JIT``), not the compiler that made the binary nor the GPU it is for, so
+  a new image, or a job resumed on another instance type, compiles again rather than load another XLA's executable
+  or another GPU's machine code.
 - Temporary files left by a write that was killed (``*.tmp``) are removed before TensorFlow starts.
 
 The flags are read once, when TensorFlow first compiles, so ``train.py`` calls ``configure`` before it imports
@@ -30,19 +32,21 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import re
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
 FOLDER = "xla-cache"
 FLAG = "--tf_xla_persistent_cache_directory"
 
 
-def cache_prefix() -> str:
-    """The file-name prefix of this TensorFlow's entries: ``tf-2.21.0``, from the metadata of the package that
-    installs ``tensorflow`` (tensorflow, tensorflow-cpu, ...), without importing it."""
+def cache_prefix(env: Mapping[str, str] = os.environ) -> str:
+    """The file-name prefix of this process's entries: ``tf-2.21.0-ml.p4d.24xlarge``, the version from the metadata
+    of the package that installs ``tensorflow`` (tensorflow, tensorflow-cpu, ...) without importing it, the
+    instance type from SageMaker's ``SM_CURRENT_INSTANCE_TYPE`` (``local`` elsewhere)."""
     packages = importlib.metadata.packages_distributions().get("tensorflow") or []
     versions = [importlib.metadata.version(name) for name in packages if name.lower().startswith(("tensorflow", "tf"))]
-    return "tf-" + re.sub(r"[^0-9A-Za-z.]", "_", versions[0] if versions else "unknown")
+    parts = ["tf", versions[0] if versions else "unknown", env.get("SM_CURRENT_INSTANCE_TYPE") or "local"]
+    return re.sub(r"[^0-9A-Za-z.-]", "_", "-".join(parts))
 
 
 def configure(checkpoint_dir: str | Path, *, writer: bool, env: MutableMapping[str, str] = os.environ) -> Path | None:
@@ -66,6 +70,6 @@ def configure(checkpoint_dir: str | Path, *, writer: bool, env: MutableMapping[s
         for partial in folder.glob("*.tmp"):
             partial.unlink(missing_ok=True)
     added = [f"{FLAG}={folder}", f"--tf_xla_persistent_cache_read_only={str(not writer).lower()}",
-             f"--tf_xla_persistent_cache_prefix={cache_prefix()}"]  # fmt: skip
+             f"--tf_xla_persistent_cache_prefix={cache_prefix(env)}"]  # fmt: skip
     env["TF_XLA_FLAGS"] = " ".join([flags, *added] if flags else added)
     return folder

@@ -1,4 +1,5 @@
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,12 +13,13 @@ TRAINING = Path(__file__).parents[1]
 def test_the_first_host_writes_the_cache_in_the_checkpoint_folder_the_others_only_read_it(tmp_path):
     (tmp_path / "xla-cache").mkdir()
     (tmp_path / "xla-cache" / "entry.pbvm-1-2.tmp").write_bytes(b"half")  # a write that was killed
-    env = {"TF_XLA_FLAGS": "--tf_xla_auto_jit=0"}
+    env = {"TF_XLA_FLAGS": "--tf_xla_auto_jit=0", "SM_CURRENT_INSTANCE_TYPE": "ml.p4d.24xlarge"}
     assert compile_cache.configure(tmp_path, writer=True, env=env) == tmp_path / "xla-cache"
     flags = env["TF_XLA_FLAGS"].split()
     assert flags[:3] == ["--tf_xla_auto_jit=0", f"--tf_xla_persistent_cache_directory={tmp_path / 'xla-cache'}",
                          "--tf_xla_persistent_cache_read_only=false"]  # fmt: skip
-    assert flags[3].startswith("--tf_xla_persistent_cache_prefix=tf-2.") and not list(tmp_path.glob("*/*.tmp"))
+    assert re.fullmatch(r"--tf_xla_persistent_cache_prefix=tf-2\.[\d.]+-ml\.p4d\.24xlarge", flags[3])
+    assert not list(tmp_path.glob("*/*.tmp"))
     reader = {}
     compile_cache.configure(tmp_path / "elsewhere", writer=False, env=reader)
     assert "--tf_xla_persistent_cache_read_only=true" in reader["TF_XLA_FLAGS"]
@@ -48,7 +50,7 @@ def test_a_resumed_run_loads_the_compiled_micro_step_that_the_first_run_left_in_
     first = train(dataset_dir, checkpoints, steps=2)
     assert "Serializing and saving cache entry: __inference__micro_grads_fn" in first
     entries = sorted(p.name for p in (checkpoints / "xla-cache").iterdir())
-    assert entries and all(name.startswith("tf-2.") and name.endswith("_JIT.pb") for name in entries), entries
+    assert entries and all(re.fullmatch(r"tf-2\.[\d.]+-local__\d+__\d+__XLA_CPU_JIT\.pb", e) for e in entries), entries
     resumed = train(dataset_dir, checkpoints, steps=4)  # restores ckpt-2 and trains steps 3 and 4
     assert "Loading cached entry for: __inference__micro_grads_fn" in resumed
     assert "Serializing and saving cache entry: __inference__micro_grads_fn" not in resumed
