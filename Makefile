@@ -134,7 +134,7 @@ $(HF_VENV)/.installed: requirements-hf.txt
 	$(HF_VENV)/bin/python -m pip install -q -r requirements-hf.txt
 	touch $@
 
-# jaxlib for bench/hlo_parity_bench.py: the exported HLO run without TensorFlow, as on the borrowed GPU.
+# jaxlib for the HLO benches (hlo_parity, compiled_memory): the exported HLO without TensorFlow, as on the borrowed GPU.
 $(JAX_VENV)/.installed: bench/requirements-jax.txt
 	test -x $(JAX_VENV)/bin/python || $(PYTHON) -m venv $(JAX_VENV)
 	$(JAX_VENV)/bin/python -m pip install -q -r bench/requirements-jax.txt

@@ -8,7 +8,7 @@ that HLO with jaxlib and runs it on those inputs. Relative limits: 1e-5 on the l
 differently on the CPU (measured 3e-5 here; TensorFlow's own graph and XLA steps were 8e-4 apart at context
 64, vocabulary 512). Exits 1 when one is outside its limit.
 
-    .venv/bin/python bench/hlo_parity_bench.py --jax-python /work/wt/jaxenv/bin/python
+    .venv/bin/python bench/hlo_parity_bench.py  # jax from .venv-jax (make bench builds it), or --jax-python
 """
 
 from __future__ import annotations

@@ -1,17 +1,19 @@
-"""Runs an HLO micro-step from ``bench/hlo_export.py`` on jaxlib's XLA, without TensorFlow: step time and MFU.
+"""Runs an HLO micro-step from ``bench/hlo_export.py`` on jaxlib's XLA, without TensorFlow: step time, MFU, memory.
 
-The HLO (TensorFlow's ``hlo_serialized``, gzipped) is converted to StableHLO by jaxlib
-(``xla_client._xla.mlir.hlo_to_stablehlo``) and compiled by jax's backend client for its first device (the GPU
-where there is one). Its inputs are made on that device from the JSON's shapes: the tokens uniform over the
-vocabulary, LayerNorm gains 1, biases 0, other weights normal with standard deviation 0.02, the loss scale 1;
-or, with ``--values``, the exported ones. Each step is one execution on the same inputs, waited for; the step
-time is the median of ``--steps`` after ``--warmup``. MFU is the model's FLOPs per token (6N + 12·L·T·d,
-``training/contract/presets.py``) x tokens per second / the peak given by ``--peak-tflops``: the step time is
-measured, the peak is the device's datasheet figure, not measured. XLA's own count of the FLOPs the step
-executes (recompute included) is printed beside it.
+The HLO (TensorFlow's ``hlo_serialized``, gzipped) is converted to StableHLO by jaxlib and compiled by jax's
+backend client for its first device (the GPU where there is one; ``hlo_compile.py``). Its inputs are made on that
+device from the JSON's shapes: the tokens uniform over the vocabulary, the dropout stream 0, LayerNorm gains 1,
+biases 0, other weights normal with standard deviation 0.02, the loss scale 1; or, with ``--values``, the exported
+ones. Each step is one
+execution on the same inputs, waited for; the step time is the median of ``--steps`` after ``--warmup``. MFU is the
+model's FLOPs per token (6N + 12·L·T·d, ``training/contract/presets.py``) x tokens per second / the peak given by
+``--peak-tflops``: the step time is measured, the peak is the device's datasheet figure, not measured. XLA's own
+count of the FLOPs the step executes (recompute included) is printed beside it. Memory: the compiler's peak for the
+program (``hlo_compile.memory_figures``: arguments + results + temporaries) against ``infra/estimate/memory.py``'s
+figure for it (the JSON's ``memory_estimate_bytes``), and where the device reports it, the most its allocator held.
 
-    /work/wt/jaxenv/bin/python bench/hlo_run.py build/hlo/gpt3-1.3b-bf16-b4-s2048.json --peak-tflops 989
-    /work/wt/jaxenv/bin/python bench/hlo_run.py build/hlo/tiny-bf16-b2-s128.json --values  # TF's inputs and loss
+    .venv-jax/bin/python bench/hlo_run.py build/hlo/gpt3-1.3b-bf16-b4-s2048.json --peak-tflops 989
+    .venv-jax/bin/python bench/hlo_run.py build/hlo/tiny-bf16-b2-s128.json --values  # TF's inputs and loss
 
 Prints one JSON line per run.
 """
@@ -27,25 +29,12 @@ import time
 from pathlib import Path
 
 import jax
-import jax.extend.backend
 import jax.numpy as jnp
 import numpy as np
-from jax._src.lib import xla_client
+from hlo_compile import compile_hlo, memory_figures
 
 jax.config.update("jax_enable_x64", True)  # keep every exported dtype as it is
-
-
-def compile_hlo(hlo: bytes, device: jax.Device):
-    """The serialized HLO module, compiled by jax's client for ``device``."""
-    stablehlo = xla_client._xla.mlir.hlo_to_stablehlo(hlo)
-    backend = jax.extend.backend.get_backend(device.platform)
-    return backend.compile_and_load(stablehlo, [device], xla_client.CompileOptions())
-
-
-def memory_stats(executable) -> dict[str, int]:
-    """The compiled program's buffers: its arguments, results and temporaries, in bytes."""
-    stats = executable.get_compiled_memory_stats()
-    return {kind: getattr(stats, f"{kind}_size_in_bytes") for kind in ("argument", "output", "temp")}
+GIB = 2**30
 
 
 def make_inputs(meta: dict, device: jax.Device, seed: int) -> list[jax.Array]:
@@ -57,6 +46,8 @@ def make_inputs(meta: dict, device: jax.Device, seed: int) -> list[jax.Array]:
             shape, dtype, name = tuple(spec["shape"]), jnp.dtype(spec["dtype"]), spec["name"]
             if name == "tokens":
                 value = jax.random.randint(key, shape, 0, meta["vocab_size"], dtype)
+            elif name == "stream":  # replica 0's dropout stream
+                value = jnp.zeros(shape, dtype)
             elif name.endswith(("gamma", "loss_scale")):
                 value = jnp.ones(shape, dtype)
             elif name.endswith(("beta", "bias")):
@@ -91,6 +82,7 @@ def run(meta_path: Path, *, steps: int, warmup: int, peak_tflops: float | None, 
         outputs = jax.block_until_ready(executable.execute(inputs))
         times.append(time.perf_counter() - start)
     grad_norm = float(jnp.sqrt(sum(jnp.sum(jnp.square(g.astype(jnp.float64))) for g in outputs[1:])))
+    allocator = (device.memory_stats() or {}).get("peak_bytes_in_use")  # None on a CPU
     step = statistics.median(times[warmup:])
     tokens_per_second = meta["tokens_per_step"] / step
     cost = executable.cost_analysis()
@@ -100,8 +92,8 @@ def run(meta_path: Path, *, steps: int, warmup: int, peak_tflops: float | None, 
         "grad_norm": grad_norm, "compile_s": round(compile_seconds, 2),
         "measured_step_ms": round(step * 1e3, 3), "measured_tokens_per_s": round(tokens_per_second, 1),
         "xla_flops_per_step": (cost or {}).get("flops"), "model_flops_per_token": meta["model_flops_per_token"],
-        "xla_buffers_gib": round(sum(memory_stats(executable).values()) / 2**30, 2),
     }  # fmt: skip
+    result |= memory_result(memory_figures(executable), meta.get("memory_estimate_bytes"), allocator)
     if values and "tensorflow" in meta:  # TensorFlow's XLA step on these inputs, where they were exported
         reference = meta["tensorflow"]["xla"]["loss"]
         result |= {"tensorflow_loss": reference, "loss_relative_error": abs(result["loss"] - reference) / reference}
@@ -109,6 +101,19 @@ def run(meta_path: Path, *, steps: int, warmup: int, peak_tflops: float | None, 
         achieved = meta["model_flops_per_token"] * tokens_per_second / 1e12
         result |= {"model_tflops_achieved": round(achieved, 2), "peak_tflops_stated": peak_tflops,
                    "mfu_measured_time_over_stated_peak": round(achieved / peak_tflops, 4)}  # fmt: skip
+    return result
+
+
+def memory_result(figures: dict[str, int], estimate: int | None, allocator: int | None) -> dict:
+    """The compiler's peak and its parts in GiB, the estimate and its ratio to the peak, the allocator's peak."""
+    result = {f"xla_{kind}_gib": round(figures[kind] / GIB, 3) for kind in ("peak", "argument", "output", "temp")}
+    if estimate:
+        result |= {
+            "estimate_gib": round(estimate / GIB, 3),
+            "estimate_over_xla_peak": round(estimate / figures["peak"], 3),
+        }
+    if allocator is not None:
+        result["allocator_peak_gib"] = round(allocator / GIB, 3)
     return result
 
 

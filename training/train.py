@@ -5,7 +5,8 @@ locally run the same with ``--train_dir <dataset>`` etc. ``python train.py --hel
 hyperparameter. The run:
 
     1. checks TensorFlow's and Keras' versions, the channels, tokenizer, vocabulary and sequence length (no compute
-       spent yet)
+       spent yet); points XLA's persistent compilation cache at <checkpoint_dir>/xla-cache before TensorFlow
+       starts (run/compile_cache.py), so a restarted job loads the compiled steps instead of compiling them again
     2. creates the engine (MultiWorkerMirroredStrategy, MirroredStrategy, default or Horovod API)
     3. builds the model and AdamW, restores the newest checkpoint if any
     4. trains max_steps steps: [train] lines, [valid] lines, checkpoints
@@ -25,6 +26,8 @@ import traceback
 from pathlib import Path
 
 from contract.hparams import parse_args
+from run import compile_cache
+from run.job import cluster
 
 
 class TrainingError(RuntimeError):
@@ -42,6 +45,9 @@ def write_failure(output_dir: str | Path, message: str) -> None:
 
 def main(argv: list[str] | None = None, env=os.environ) -> int:
     args = parse_args(argv, env)
+    if "tensorflow" not in sys.modules:  # TensorFlow reads the flags once: too late in a process that runs it already
+        hosts, current, _ = cluster(env)
+        compile_cache.configure(args.checkpoint_dir, writer=current == hosts[0])
     try:
         return run(args, env)
     except Exception as error:

@@ -186,7 +186,7 @@ def test_a_training_config_that_does_not_fit_names_the_smallest_change_that_does
     with pytest.raises(ConfigError) as error:
         load({"training": {**too_big, "global_batch_tokens": 1_048_576}})
     assert error.value.field == "training"
-    assert "needs 59.9 GiB per device" in str(error.value)
+    assert "needs 57.3 GiB per device" in str(error.value)
     assert (
         "but ml.p4d.24xlarge has 37.6 GiB usable per device (40 GiB marketed). Set training.recompute = true "
         in str(error.value)

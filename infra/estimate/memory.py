@@ -4,7 +4,11 @@ The model follows what this project's training code keeps (``training/gpt``, ``t
 
 - Model state per parameter. Keras mixed precision keeps float32 variables and casts them to 16 bits
   for each step, so bf16/fp16 costs 4 (fp32 weights) + 2 (16-bit copy, kept for the backward pass)
-  + 4 (fp32 gradients) + 8 (Adam m and v) = 18 bytes; float32 costs 4 + 4 + 8 = 16 bytes. Summing the
+  + 4 (fp32 gradients) + 8 (Adam m and v) = 18 bytes; float32 costs 4 + 4 + 8 = 16 bytes. Compiled (``xla``),
+  the 16-bit copies are not counted: XLA converts a weight where it reads it, and of what it keeps at the peak
+  (gpt3-1.3b: the QKV kernels' copies, 576 MiB) about as much again fits in the gradients' buffers, which XLA
+  uses for temporaries until it writes the gradients (the blocks' saved inputs, 768 MiB, which the activations
+  count); XLA's own figure for the micro-step, bench/compiled_memory_bench.py. Summing the
   gradients of several micro-batches holds the running sum and the next micro-batch's gradients at once:
   4 bytes more (data-parallel: ``trainer.py``'s accumulation; pipeline: ``gpipe.py``'s sum over a pass). The
   pipeline also keeps every gradient in a persistent float32 buffer between its two tf.functions
@@ -41,9 +45,10 @@ The model follows what this project's training code keeps (``training/gpt``, ``t
   the loss is taken, then the softmax and its gradient (``gpt/loss.py``: the gradient waits for the loss, so the
   logits are freed first); in bf16/fp16 the 16-bit logits die at their float32 cast, and the gradient's 16-bit
   cast (2) comes after the softmax is freed (4 + 2 < 8). Until issue 37's ordering fixes the 16-bit count was
-  16: the logits, their cast, the softmax, the gradient and its cast, all alive at once. With the step
-  compiled by XLA (``xla``) the casts fuse into the softmax and the gradient: the 16-bit logits, the float32
-  softmax and the 16-bit gradient, 8 bytes (assumed from XLA's fusion, not measured).
+  16: the logits, their cast, the softmax, the gradient and its cast, all alive at once. Compiled by XLA
+  (``xla``), 8 bytes too: at its peak, the loss, XLA holds two float32 logits-sized tensors (gpt3-1.3b at b = 4:
+  the float32 logits and the softmax, 2 x 1,571 MiB; the buffer assignment of the compiled micro-step,
+  bench/compiled_memory_bench.py).
   The tied embedding's gradient from the head, [d, V] and its transpose, 8·V·d bytes, comes after the softmax
   is freed, beside the logits' gradient only: the peak holds the larger of the softmax and it. Run op by op in
   bf16/fp16, the gradient is allocated where the 16-bit logits and their float32 cast were, one free chunk of
@@ -141,6 +146,13 @@ class Memory:
         return self.model_state + self.activations + self.logits - self.not_at_once
 
     @property
+    def micro_step(self) -> int:
+        """What one micro-step holds: ``modeled`` less the optimizer's state, the running sum and the pipeline's
+        buffers, which live outside it. Compiled, it is XLA's figure for the micro-step's program (its float32
+        weights, gradients and temporaries: bench/compiled_memory_bench.py)."""
+        return self.modeled - self.optimizer - self.accumulation - self.gradient_buffers
+
+    @property
     def overhead(self) -> int:
         """5% of the tensors for allocator fragmentation (``allocator_slack``)."""
         return allocator_slack(self.modeled)
@@ -169,15 +181,15 @@ def saved_input_bytes(
 
 
 def state_bytes_per_parameter(
-    precision: str, optimizer: str, accumulate: bool, pipeline: bool = False
+    precision: str, optimizer: str, accumulate: bool, pipeline: bool = False, xla: bool = False
 ) -> dict[str, int]:
     """Bytes per parameter of weights, gradients, optimizer state, the running sum and the pipeline's buffers.
 
-    bf16 + AdamW + accumulation: 6 + 4 + 8 + 4 = 22; float32 + AdamW, no accumulation: 4 + 4 + 8 = 16;
-    a pipeline stage adds its persistent float32 gradient buffers: 4 more.
+    bf16 + AdamW + accumulation: 6 + 4 + 8 + 4 = 22 (compiled, ``xla``: 20, no 16-bit copies); float32 + AdamW,
+    no accumulation: 4 + 4 + 8 = 16; a pipeline stage adds its persistent float32 gradient buffers: 4 more.
     """
     return {
-        "weights": 4 + (2 if precision in MIXED_PRECISIONS else 0),
+        "weights": 4 + (2 if precision in MIXED_PRECISIONS and not xla else 0),
         "gradients": 4,
         "optimizer": OPTIMIZER_BYTES_PER_PARAMETER[optimizer],
         "accumulation": 4 if accumulate else 0,
@@ -334,10 +346,11 @@ def stage_memories(
     in-flight micro-batches, the logits on the last. One entry without a pipeline.
 
     ``pipeline_microbatches`` is M, the micro-batches of one GPipe pass (``training/contract/batch.py``);
-    ``xla``, whether the step is compiled (fewer logits-sized tensors at once).
+    ``xla``, whether the step is compiled (no 16-bit weight copies; fewer logits-sized tensors at once; a pipeline
+    is never compiled: ``step_time.Implementation.as_run``).
     """
     piped = model_parallel_degree > 1
-    per_parameter = state_bytes_per_parameter(precision, optimizer, accumulation_steps > 1, piped)
+    per_parameter = state_bytes_per_parameter(precision, optimizer, accumulation_steps > 1, piped, xla)
     layers = stages.stage_layers(shape, vocab_size, sequence_length, model_parallel_degree)
     parameters = stages.stage_parameters(shape, vocab_size, sequence_length, model_parallel_degree)
     logits = logits_bytes(vocab_size, sequence_length, micro_batch, precision, shape.d_model, xla)  # last stage

@@ -66,10 +66,10 @@ def describe(p: Estimate, max_run_hours: int | None = None, spot: bool = False) 
     i, m, inst, st = p.inputs, p.memory, p.inputs.instance, p.step
     s, d = i.shape, i.shape.d_model
     six_n, attention = 6 * p.parameters, p.model_flops_per_token - 6 * p.parameters
-    mixed = i.precision != "fp32"
+    copies = i.precision != "fp32" and not i.implementation.as_run(i.model_parallel_degree).xla  # memory.py
     mode = recompute_mode(i.recompute)
     rows = [
-        ("weights" + (" (fp32 + 16-bit copy)" if mixed else " (fp32)"), m.weights),
+        ("weights" + (" (fp32 + 16-bit copy)" if copies else " (fp32)"), m.weights),
         ("gradients (fp32)", m.gradients),
         (f"optimizer state ({i.optimizer})", m.optimizer),
         (f"gradient running sum ({i.accumulation_steps} micro-batches)", m.accumulation),

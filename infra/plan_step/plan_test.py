@@ -353,7 +353,7 @@ def test_a_layout_that_does_not_fit_fails_with_the_estimate_and_its_suggestions(
     with pytest.raises(InputError, match=r"^training: gpt3-125m at micro-batch 16 x 2048 tokens needs") as error:
         plan_execution(raw, "e", settings, store)
     assert (
-        "but ml.g5.12xlarge has 20.1 GiB usable per device (24 GiB marketed). Set training.recompute = true (16.2 "
+        "but ml.g5.12xlarge has 20.1 GiB usable per device (24 GiB marketed). Set training.recompute = true (15.9 "
         in str(error.value)
     )
     assert not store.list("s3://datasets-bucket/inputs/")  # refused before the one write

@@ -39,7 +39,10 @@ def gelu(x: tf.Tensor):
     [B·T, 4d] activations. Here the forward pass is one XLA-fused pass (a GPU runs it as one kernel too) that
     writes the output and its derivative, both in ``x``'s dtype, and the gradient is one product, dy · dy/dx.
     The derivative is kept in place of ``x``, which nothing else needs (the next matmul's gradient reads the
-    output): the same memory, and the tanh is taken once (timings: training/README.md, "Measurements").
+    output): the same memory, and the tanh is taken once (timings: training/README.md, "Measurements"). Traced for
+    XLA, the output and the slope pass through an optimization barrier, so that they are what the backward pass
+    reads: without it XLA's GPU fusion kept the float32 tanh and the matmul's output instead, 32 bytes per element
+    in bf16 where these are 16 (docs/benchmarks.md, "The compiled micro-step's memory").
 
     Example:
         >>> x = tf.constant([-2.0, 0.0, 1.0])
@@ -47,6 +50,8 @@ def gelu(x: tf.Tensor):
         True
     """
     y, slope = _gelu_and_slope(x)
+    if in_xla():  # else XLA keeps the float32 tanh and the matmul's output, and makes the slope in the backward pass
+        y, slope = xla.optimization_barrier(y, slope)
     return y, lambda dy: dy * slope
 
 
@@ -123,8 +128,18 @@ def _dropout(x: tf.Tensor, rate: float, seed: tf.Tensor | None, site: int) -> tf
 
 
 def future_mask(length: tf.Tensor) -> tf.Tensor:
-    """[T, T] bool, True where key j is after query i (masked)."""
-    return tf.range(length)[tf.newaxis, :] > tf.range(length)[:, tf.newaxis]
+    """[T, T] bool, True where key j is after query i (masked).
+
+    Traced for XLA, the positions pass through an optimization barrier: T is static there, and the bridge's
+    constant folding would otherwise write the [T, T] result into the program as a constant (a pred[2048, 2048],
+    4 MiB, per block and twice with recompute: 195 MiB of gpt3-1.3b's HLO). Through the barrier the comparison is
+    made from an iota in the compiled step, which XLA fuses into the select that reads it (nothing [T, T] is
+    written). Uncompiled, TensorFlow's grappler folds it once per graph, as before.
+    """
+    positions = tf.range(length)
+    if in_xla():
+        (positions,) = xla.optimization_barrier(positions)
+    return positions[tf.newaxis, :] > positions[:, tf.newaxis]
 
 
 def _softmax(scores: tf.Tensor) -> tf.Tensor:
@@ -194,8 +209,10 @@ def causal_attention(
 
     rowsum(dO · O) = rowsum(dP · P) (FlashAttention's D), taken on [B, H, T, head_dim] instead of the scores.
     Kept for the backward pass per score element: 2 bytes in bf16 (autodiff kept the float32 softmax and its
-    bf16 copy, 6). The score-sized tensors it writes, counted by ``layers_test.py``: training/README.md,
-    "Attention: score-sized tensors". Fewer needs a blockwise kernel that never writes [T, T].
+    bf16 copy, 6). Traced for XLA, P passes through an optimization barrier: without it XLA's GPU fusion also
+    kept the bf16 scores to make P again where it is read, 4 bytes per score element (docs/benchmarks.md, "The
+    compiled micro-step's memory"). The score-sized tensors it writes, counted by ``layers_test.py``:
+    training/README.md, "Attention: score-sized tensors". Fewer needs a blockwise kernel that never writes [T, T].
 
     Example:
         >>> q = k = v = tf.ones([1, 1, 3, 2])
@@ -208,6 +225,8 @@ def causal_attention(
         scores = tf.cast(tf.matmul(q, k, transpose_b=True), tf.float32)
         scores = tf.where(future_mask(tf.shape(q)[2]), tf.float32.min, scores)
         probs = tf.cast(_softmax(scores), q.dtype)
+        if in_xla():  # else XLA keeps the scores too, to make P again where the backward pass reads it
+            (probs,) = xla.optimization_barrier(probs)
         out = tf.matmul(_dropout(probs, rate, seed, site=1), v)
 
         def grad(d_out):

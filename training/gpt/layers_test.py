@@ -331,3 +331,53 @@ def test_recomputation_survives_xla_and_gives_the_gradients_of_none(monkeypatch)
         np.testing.assert_allclose(ours, reference, rtol=3e-2, atol=3e-2 * np.abs(reference).max())
     monkeypatch.setattr(layers, "recompute_grad", tf.recompute_grad)
     assert xla_matmuls("full")[0] == 18
+
+
+def constant_shapes(hlo_text: str) -> list[list[int]]:
+    """The shape of every constant in an HLO module's text (its large values print as ``{...}``)."""
+    found = re.findall(r"= \w+\[([\d,]*)\]\S* constant\(", hlo_text)
+    return [[int(d) for d in dims.split(",") if d] for dims in found]
+
+
+def test_a_compiled_blocks_causal_mask_is_made_in_the_step_not_folded_into_a_constant():
+    # T is static under XLA: folded by the bridge, each mask (one per attention, again in the recomputation) was a
+    # pred[T, T] constant, 195 MiB of gpt3-1.3b's micro-step at T = 2,048 (docs/benchmarks.md).
+    length = 128
+    block = DecoderBlock(d_model=32, n_head=2, recompute="full")
+    x = tf.random.stateless_normal([1, length, 32], seed=[7, 8])
+    block(x)
+
+    @tf.function(jit_compile=True)
+    def step(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = block(x, training=True)
+        return y, tape.gradient(y, [x, *block.trainable_variables])
+
+    shapes = constant_shapes(step.experimental_get_compiler_ir(x)(stage="hlo"))
+    assert shapes and max(np.prod(s) for s in shapes) < length  # scalars and shape vectors only
+    uncompiled = tf.function(step.python_function)(x)
+    np.testing.assert_allclose(step(x)[0].numpy(), uncompiled[0].numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_a_compiled_block_materialises_the_gelus_slope_and_the_probabilities_for_its_backward_pass():
+    # Without the barriers XLA's GPU fusion kept the float32 tanh, the fc matmul's output and the GELU's output (32
+    # bytes per [B·T, 4d] element in bf16 where the slope and output are 16), and the scores beside the
+    # probabilities: gpt3-small's bf16 micro-step 637 -> 509 MiB in XLA's GPU buffer assignment
+    # (bench/compiled_memory_bench.py, docs/benchmarks.md).
+    length, d_model = 64, 32
+    block = DecoderBlock(d_model=d_model, n_head=2)
+    x = tf.random.stateless_normal([1, length, d_model], seed=[9, 10])
+    block(x)
+
+    @tf.function(jit_compile=True)
+    def step(x):
+        with tf.GradientTape() as tape:
+            y = block(x, training=True)
+        return tape.gradient(y, block.trainable_variables)
+
+    hlo = step.experimental_get_compiler_ir(x)(stage="hlo")
+    barriers = re.findall(r"= (.*?) opt-barrier\(", hlo)  # a shape, or a tuple of them
+    shapes = [re.findall(r"\w+\[[\d,]*\]", result) for result in barriers]
+    assert [f"f32[{length},{4 * d_model}]"] * 2 in shapes  # the GELU's output and slope
+    assert [f"f32[1,2,{length},{length}]"] in shapes  # the attention core's probabilities

@@ -8,5 +8,6 @@ trainer.py            the step: accumulation, one all-reduce, loss scaling, clip
 pipeline_trainer.py   the pipelined step (GPipe passes per replica, all-reduce per stage) and its engine
 schedule.py           the learning rate: linear warm-up, cosine decay
 checkpoint.py         checkpoints of weights, optimizer and data position; resume
+compile_cache.py      XLA's persistent compilation cache in the checkpoint folder (set before TensorFlow starts)
 stop_signal.py        SIGTERM turned into a checkpoint at the next step boundary
 """

@@ -12,11 +12,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from typing import TYPE_CHECKING
 
 from contract.hparams import source_weights
-from data.channel import Channel, open_channel
 from data.source_mix import check_weights
 from tokenizers import Tokenizer
+
+if TYPE_CHECKING:  # data.channel imports TensorFlow, which train.py imports only after its XLA flags are set
+    from data.channel import Channel
 
 
 class JobError(ValueError):
@@ -35,7 +38,9 @@ class Inputs:
 
 
 def check_inputs(args) -> Inputs:
-    """Channels, tokenizer, vocabulary and sequence length (no TensorFlow)."""
+    """Channels, tokenizer, vocabulary and sequence length (no TensorFlow work)."""
+    from data.channel import open_channel
+
     train = open_channel(args.train_dir, "train")
     if args.source_weights:
         try:

@@ -34,6 +34,17 @@ def use_xla(setting: str | bool) -> bool:
     return bool(tf.config.list_physical_devices("GPU"))
 
 
+def name_the_compiled_step(trainer: Trainer) -> None:
+    """Traces the step before a checkpoint is restored, so that its compiled micro-step has the same name in a
+    resumed run as in the first: TensorFlow names a traced function after a process-wide counter
+    (``__inference__micro_grads_fn_1454``), XLA's persistent cache keys an entry by that name
+    (``run/compile_cache.py``), and a restore advances the counter (its own functions), which the first run's
+    first step did not see: traced after the restore, a resumed run's micro-step was ``..._1652`` and compiled
+    again. Traced here, the step's name depends only on what every run does before it."""
+    with trainer.engine.scope():
+        trainer._step.get_concrete_function(tf.TensorSpec(trainer.batch_shape, tf.int32))
+
+
 class DataParallel:
     """Args: the parsed hyperparameters."""
 
@@ -57,6 +68,8 @@ class DataParallel:
             optimizer = make_optimizer(model, schedule, **optimizer_arguments(self.args))
         xla = use_xla(self.args.use_xla)
         trainer = Trainer(model, optimizer, engine, use_xla=xla, **trainer_arguments)
+        if xla:
+            name_the_compiled_step(trainer)
         return model, trainer
 
     def describe(self, model: keras.Model, trainer: Trainer) -> str:
