@@ -41,8 +41,7 @@ def name_the_compiled_step(trainer: Trainer) -> None:
     (``run/compile_cache.py``), and a restore advances the counter (its own functions), which the first run's
     first step did not see: traced after the restore, a resumed run's micro-step was ``..._1652`` and compiled
     again. Traced here, the step's name depends only on what every run does before it."""
-    with trainer.engine.scope():
-        trainer._step.get_concrete_function(tf.TensorSpec(trainer.batch_shape, tf.int32))
+    trainer.trace()
 
 
 class DataParallel:

@@ -303,6 +303,11 @@ class Trainer:
 
     # --- host -------------------------------------------------------------------------------------
 
+    def trace(self) -> None:
+        """Traces the step for the trainer's batch shape without running it."""
+        with self.engine.scope():
+            self._step.get_concrete_function(tf.TensorSpec(self.batch_shape, tf.int32))
+
     def train_step(self, batch: tf.Tensor) -> StepResult:
         """Launches one optimizer step on ``batch`` ([local_replicas, accumulation, micro_batch, T + 1] int32);
         nothing is read back until the result's figures are asked for."""
