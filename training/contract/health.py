@@ -121,10 +121,30 @@ def _loss_fall(steps: list[int], losses: list[float], window_steps: int, drop: f
 
 def skipped_in_window(windows: list[Window], window_steps: int, end: int | None = None) -> int:
     """Steps skipped in the ``window_steps`` steps up to ``end`` (default: the last window's step), counted by
-    logging window: each window whose step is in that range."""
+    logging window: each window whose step is in that range. The windows are in step order: it reads back from
+    the newest only as far as the range goes (the loop asks at every logging step)."""
     if end is None:
         end = windows[-1].step if windows else 0
-    return sum(w.skipped for w in windows if end - window_steps < w.step <= end)
+    total = 0
+    for window in reversed(windows):
+        if window.step <= end - window_steps:
+            break
+        if window.step <= end:
+            total += window.skipped
+    return total
+
+
+def most_skipped(windows: list[Window], window_steps: int) -> int:
+    """The most steps skipped in any ``window_steps`` steps ending at a logging window: ``skipped_in_window``'s
+    figure for each window's step, in one pass over the windows (a run has one per ``log_every`` steps)."""
+    worst = total = first = 0
+    for window in windows:
+        total += window.skipped
+        while windows[first].step <= window.step - window_steps:
+            total -= windows[first].skipped
+            first += 1
+        worst = max(worst, total)
+    return worst
 
 
 def _steady(windows: list[Window]) -> list[Window]:
@@ -149,7 +169,7 @@ def verdicts(windows: list[Window], rules: HealthRules, longest_gap_s: float, on
     steps, losses = [w.step for w in windows], [w.loss for w in windows]
     drop = loss_drop_percent(steps, losses, rules.loss_window_steps)
     skipped = sum(w.skipped for w in windows)
-    worst = max(skipped_in_window(windows, rules.skipped_window_steps, w.step) for w in windows)
+    worst = most_skipped(windows, rules.skipped_window_steps)
     shares = [w.memory_share for w in windows if w.memory_share is not None]
     peak_gb = max(w.peak_memory_gb for w in windows)
     return [
