@@ -108,14 +108,12 @@ class RunObserver:
         worker, once the window's last step has been read."""
         return self.timer.window()
 
-    def window(
-        self, step: int, result, learning_rate: float, tokens_per_sec: float, mfu: float, times: WindowTimes
-    ) -> None:
+    def window(self, step: int, result, tokens_per_sec: float, mfu: float, times: WindowTimes) -> None:
         """The logging window ending at ``step``, whose last step's figures are ``result`` (already read)."""
         peak, share = self.memory.read()
         skipped, self.skipped = result.skipped_steps - self.skipped, result.skipped_steps
         window = Window(
-            step, result.loss, learning_rate, tokens_per_sec, mfu, result.grad_norm,
+            step, result.loss, result.learning_rate, tokens_per_sec, mfu, result.grad_norm,
             times.share("input"), times.share("compute"), times.share("sync"), skipped, peak / 1e9, share,
         )  # fmt: skip
         self.windows.append(window)

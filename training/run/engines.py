@@ -90,6 +90,12 @@ def any_worker(engine: Engine, flag: bool) -> bool:
     return engine.sum_over_workers([float(flag)])[0] > 0
 
 
+def first_replica_rows(values: list[float], local_replicas: int) -> tf.Tensor:
+    """[local_replicas, n] float32: ``values`` for this worker's first replica, zeros for its others, so that their
+    sum over every replica is the values summed over the workers."""
+    return tf.cast(tf.concat([[values], tf.zeros([local_replicas - 1, len(values)])], 0), tf.float32)
+
+
 class DataParallelEngine(Engine, Protocol):
     """An engine of single-device replicas: what ``Trainer``'s step asks of it besides ``Engine``."""
 
@@ -186,9 +192,8 @@ class StrategyEngine:
         """Each value summed over the workers: every worker's first replica contributes it, its others zeros."""
         if self.workers == 1:
             return list(values)
-        rows = tf.concat([[values], tf.zeros([self.local_replicas - 1, len(values)])], 0)
         with self.scope():
-            return self.worker_sum(tf.cast(rows, tf.float32)).numpy().tolist()
+            return self.worker_sum(first_replica_rows(values, self.local_replicas)).numpy().tolist()
 
     @functools.cached_property
     def worker_sum(self) -> Callable[[tf.Tensor], tf.Tensor]:

@@ -252,13 +252,14 @@ class TrainingRun:
         channel = self.inputs.validation
         sources = channel.sources if len(channel.sources) > 1 and "" not in channel.sources else []
         sample = (batches or 0) * self.engine.workers * self.engine.local_replicas * self.args.micro_batch_size
-        for name, part in {"": channel, **{name: channel.of_source(name) for name in sources}}.items():
+        parts = {"": channel, **{name: channel.of_source(name) for name in sources}}
+        for name, part in parts.items():
             if part.sequences < sample:
                 split = f"the validation split{f' of {name}' if name else ''}"
                 self.log(f"[valid_sample] {split} holds {part.sequences} sequences, fewer than the sample of {sample}: "
                          "each evaluation reads every one once")  # fmt: skip
         datasets = {} if batches is None and sources else {"": self.validation_dataset(batches)}
-        datasets.update({name: self.validation_dataset(batches, channel.of_source(name)) for name in sources})
+        datasets.update({name: self.validation_dataset(batches, parts[name]) for name in sources})
         return datasets
 
     def evaluate(self, datasets: dict[str, tf.data.Dataset]) -> Evaluation:
@@ -337,7 +338,7 @@ class TrainingRun:
         taken = step - self.start_step - 1  # every step since the first, pauses included, at this pace
         left = (time.perf_counter() - first_done) / taken * (a.max_steps - step) if taken else -1
         self.log(train_line(step, loss, result.learning_rate, tokens_per_sec, mfu, a.max_steps, left))
-        observer.window(step, result, result.learning_rate, tokens_per_sec, mfu, times)
+        observer.window(step, result, tokens_per_sec, mfu, times)
         skipped, rules = observer.recently_skipped(), observer.rules
         if skipped > rules.max_skipped_steps:
             raise NonFiniteLoss(

@@ -18,6 +18,7 @@ on the caller's device: returning them would copy every stage's gradients to dev
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Mapping
 
@@ -28,7 +29,7 @@ from gpt.loss import sparse_cross_entropy
 from gpt.pipeline.gpipe import gpipe_gradients
 from gpt.pipeline.model import PipelinedGPT, stage_of, variable_device
 
-from run.engines import choose_engine, start_multi_worker
+from run.engines import choose_engine, first_replica_rows, start_multi_worker
 from run.trainer import AdamW, Trainer, accumulate, evaluation_loss_sums, make_optimizer
 
 
@@ -351,7 +352,6 @@ class PipelineEngine:
         self.strategy = tf.distribute.get_strategy()  # the default strategy: plain variables on explicit devices
         self.name = "pipeline_multi_worker" if workers > 1 else "pipeline"
         self._instance_keys: dict[tuple, int] = {}
-        self._worker_sum = None
 
     @property
     def model_parallel_degree(self) -> int:
@@ -376,14 +376,15 @@ class PipelineEngine:
         """Nothing to do: the pipeline trainer broadcasts the chief's values before the first step."""
 
     def sum_over_workers(self, values: list[float]) -> list[float]:
-        """Each value summed over the workers: an all-reduce on stage 0's devices, every worker's first replica
-        contributing the values, its others zeros."""
+        """Each value summed over the workers: an all-reduce on stage 0's devices (``first_replica_rows``)."""
         if self.workers == 1:
             return list(values)
-        if self._worker_sum is None:
-            self._worker_sum = tf.function(lambda rows: self.all_reduce(tf.unstack(rows), 0, "workers")[0])
-        rows = tf.concat([[values], tf.zeros([self.local_replicas - 1, len(values)])], 0)
-        return self._worker_sum(tf.cast(rows, tf.float32)).numpy().tolist()
+        return self.worker_sum(first_replica_rows(values, self.local_replicas)).numpy().tolist()
+
+    @functools.cached_property
+    def worker_sum(self):
+        """[local_replicas, n] float32 rows, one a replica -> their sum over every replica (a tf.function)."""
+        return tf.function(lambda rows: self.all_reduce(tf.unstack(rows), 0, "workers")[0])
 
     def all_reduce(self, values: list[tf.Tensor], stage: int, name: str) -> list[tf.Tensor]:
         """Sums ``values[r]`` (local replica r's tensor for stage ``stage``) over every replica of every worker.

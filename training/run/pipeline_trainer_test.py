@@ -189,9 +189,7 @@ for precision in ("fp32", "bf16", "fp16"):
         trainer._step.get_concrete_function(tf.TensorSpec(trainer.batch_shape, tf.int32)),
         trainer._broadcast.get_concrete_function(),
         trainer._evaluate.get_concrete_function(tf.TensorSpec([2, 2, 18], tf.int32)),
-        tf.function(lambda rows: trainer.engine.all_reduce(tf.unstack(rows), 0, "workers")).get_concrete_function(
-            tf.TensorSpec([2, 2], tf.float32)
-        ),
+        trainer.engine.worker_sum.get_concrete_function(tf.TensorSpec([2, 2], tf.float32)),
     ]
     for op in (op for f in functions for op in collectives(f)):
         seen.add((op.op, tf.as_dtype(op.attr["T"].type).name, op.attr["communication_hint"].s.decode()))
