@@ -81,9 +81,14 @@ class ModelShape:
 
 @functools.cache
 def model_presets() -> dict[str, ModelShape]:
-    """Preset name -> shape, from ``training/contract/presets.json``."""
+    """Preset name -> shape, from ``training/contract/presets.json``: the gpt rows, which train.py trains (a llama
+    row's decoder is not wired into train.py yet, so the Plan refuses it as an unknown preset)."""
     rows = training_module("presets").load_presets()
-    return {name: ModelShape(row.n_layer, row.d_model, row.n_head) for name, row in rows.items()}
+    return {
+        name: ModelShape(row.n_layer, row.d_model, row.n_head)
+        for name, row in rows.items()
+        if row.architecture == "gpt"
+    }
 
 
 def shape_of(

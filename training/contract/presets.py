@@ -2,7 +2,11 @@
 
 The GPT-3 paper (Brown et al. 2020, Table 2.1) names its models by parameter count; this module
 computes the exact count of our architecture for a shape so tests can compare it with the paper's
-rounded figure and with a built model. It is the one home of the per-block formula.
+rounded figure and with a built model. It is the one home of the per-block formulas (GPT's and Llama's).
+
+A row's ``architecture`` (``ARCHITECTURES``) chooses the decoder: ``gpt`` (GPT-2/GPT-3: LayerNorm, learned
+positions, GELU MLP 4 x d wide, biases, tied head) or ``llama`` (RMSNorm, rotary positions, SwiGLU MLP of
+``d_ff``, grouped-query attention with ``n_kv_head`` key/value heads, no biases, tied or untied head).
 
 Standard library only: infra loads this file (``infra/training_code.py``) for the estimate and the
 workflow's Plan step, which run where TensorFlow is not installed.
@@ -22,14 +26,17 @@ import json
 from pathlib import Path
 
 PRESETS_FILE = Path(__file__).with_name("presets.json")
+ARCHITECTURES = ("gpt", "llama")  # gpt/architectures.py builds each
+LLAMA_FIELDS = ("n_kv_head", "ffn_width", "rope_theta", "rope_scaling", "tie_embeddings", "norm_epsilon")
 
 
 @dataclasses.dataclass(frozen=True)
 class Preset:
-    """One row of presets.json: a transformer shape and its recipe. The feed-forward width is 4 x d_model.
+    """One row of presets.json: a transformer shape and its recipe.
 
     The recipe (GPT-3 rows: Table 2.1 and appendix B): ``peak_lr`` at a global batch of ``batch_tokens``,
-    linear warm-up over ``warmup_tokens``, cosine decay to 10% over ``decay_tokens``.
+    linear warm-up over ``warmup_tokens``, cosine decay to 10% over ``decay_tokens``. The Llama fields
+    (``LLAMA_FIELDS``) are the checkpoint's config.json values; a gpt row keeps their defaults.
     """
 
     name: str
@@ -41,10 +48,23 @@ class Preset:
     batch_tokens: int = 524_288
     warmup_tokens: int = 375_000_000
     decay_tokens: int = 260_000_000_000
+    architecture: str = "gpt"
+    n_kv_head: int = 0  # key/value heads (grouped-query attention); 0 = n_head
+    ffn_width: int = 0  # the MLP's hidden width; 0 = 4 x d_model
+    rope_theta: float = 10_000.0  # rotary base
+    rope_scaling: dict | None = None  # config.json's rope_scaling: {"rope_type": "llama3", "factor": ...} or None
+    tie_embeddings: bool = True  # the output projection is the token embedding
+    norm_epsilon: float = 1e-5
+    published_params: int | None = None  # the checkpoint's parameter count at published_vocab
+    published_vocab: int | None = None
 
     @property
     def d_ff(self) -> int:
-        return 4 * self.d_model
+        return self.ffn_width or 4 * self.d_model
+
+    @property
+    def kv_heads(self) -> int:
+        return self.n_kv_head or self.n_head
 
     @property
     def head_dim(self) -> int:
@@ -58,6 +78,12 @@ def load_presets(path: str | Path = PRESETS_FILE) -> dict[str, Preset]:
     for name, row in table.items():
         if name.startswith("_"):
             continue
+        architecture = row.get("architecture", "gpt")
+        if architecture not in ARCHITECTURES:
+            raise ValueError(f"preset {name}: architecture {architecture!r} is not one of {', '.join(ARCHITECTURES)}")
+        llama = {field: row[field] for field in LLAMA_FIELDS if field in row}
+        if llama and architecture != "llama":
+            raise ValueError(f"preset {name}: {', '.join(llama)} belong to architecture llama, not {architecture}")
         presets[name] = Preset(
             name,
             row["n_layer"],
@@ -68,10 +94,21 @@ def load_presets(path: str | Path = PRESETS_FILE) -> dict[str, Preset]:
             row["batch_tokens"],
             row["warmup_tokens"],
             row["decay_tokens"],
+            architecture,
+            published_params=row.get("published_params"),
+            published_vocab=row.get("published_vocab"),
+            **llama,
         )
-        if row["d_model"] % row["n_head"]:
-            raise ValueError(f"preset {name}: d_model {row['d_model']} is not divisible by n_head {row['n_head']}")
+        check_heads(presets[name], f"preset {name}: ")
     return presets
+
+
+def check_heads(shape: Preset, where: str = "") -> None:
+    """ValueError unless the heads divide the width and the key/value heads divide the heads."""
+    if shape.d_model % shape.n_head:
+        raise ValueError(f"{where}n_head {shape.n_head} does not divide d_model {shape.d_model}")
+    if shape.n_head % shape.kv_heads:
+        raise ValueError(f"{where}n_kv_head {shape.kv_heads} does not divide n_head {shape.n_head}")
 
 
 def get_preset(name: str) -> Preset:
@@ -88,8 +125,7 @@ def get_shape(name: str, n_layer: int = 0, d_model: int = 0, n_head: int = 0) ->
     shape = dataclasses.replace(
         preset, n_layer=n_layer or preset.n_layer, d_model=d_model or preset.d_model, n_head=n_head or preset.n_head
     )
-    if shape.d_model % shape.n_head:
-        raise ValueError(f"n_head {shape.n_head} does not divide d_model {shape.d_model}")
+    check_heads(shape)
     return shape
 
 
@@ -105,14 +141,31 @@ def block_parameters(d_model: int) -> int:
     return 12 * d_model * d_model + 13 * d_model
 
 
+def llama_block_parameters(preset: Preset) -> int:
+    """Parameters of one Llama block (no biases), h heads and g key/value heads of width e = d / h, MLP width f:
+
+    attention  q d x h·e, k and v d x g·e each, output h·e x d   = 2d·h·e + 2d·g·e
+    MLP        gate and up d x f each, down f x d               = 3d·f
+    two RMSNorm gains                                           = 2d
+    e.g. Llama 3.2 1B (d 2,048, h 32, g 8, f 8,192): 8.39 M + 2.10 M + 50.33 M + 4,096 = 60,821,504
+    """
+    d, e, f = preset.d_model, preset.head_dim, preset.d_ff
+    return 2 * d * preset.n_head * e + 2 * d * preset.kv_heads * e + 3 * d * f + 2 * d
+
+
 def parameter_count(preset: Preset, *, vocab_size: int, sequence_length: int) -> int:
-    """Closed-form parameter count: embeddings + blocks + final norm; the output projection is tied.
+    """Closed-form parameter count: embeddings + blocks + final norm (+ an untied output projection).
 
     gpt3-125m, V = 50,257, T = 2,048:
     token embedding 50,257 x 768 = 38.6 M, positions 2,048 x 768 = 1.6 M,
     12 blocks x 7.09 M = 85.1 M, final norm 1,536: 125.2 M in all.
+    A llama row has no position embedding (rotary), a final RMSNorm of d gains, and V x d more when untied:
+    Llama 3.2 1B, V = 128,256: 262.7 M + 16 x 60.8 M + 2,048 = 1,235,814,400.
     """
     d = preset.d_model
+    if preset.architecture == "llama":
+        heads = 1 if preset.tie_embeddings else 2
+        return heads * vocab_size * d + preset.n_layer * llama_block_parameters(preset) + d
     embeddings = vocab_size * d + sequence_length * d
     return embeddings + preset.n_layer * block_parameters(d) + 2 * d
 

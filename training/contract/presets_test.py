@@ -26,10 +26,10 @@ def test_gpt3_small_exact_count():
     assert parameter_count(get_preset("gpt3-125m"), vocab_size=GPT3_VOCAB, sequence_length=GPT3_CONTEXT) == 125_226_240
 
 
-def test_every_preset_has_heads_dividing_the_width_and_feed_forward_4x():
+def test_every_preset_has_heads_dividing_the_width_and_a_gpt_feed_forward_4x():
     for preset in load_presets().values():
-        assert preset.d_model % preset.n_head == 0
-        assert preset.d_ff == 4 * preset.d_model
+        assert preset.d_model % preset.n_head == 0 and preset.n_head % preset.kv_heads == 0
+        assert preset.d_ff == 4 * preset.d_model or preset.architecture == "llama"
 
 
 def test_unknown_preset_names_the_known_ones():

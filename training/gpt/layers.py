@@ -308,7 +308,33 @@ class CausalSelfAttention(keras.layers.Layer):
         }
 
 
-class DecoderBlock(keras.layers.Layer):
+class ResidualBlock(keras.layers.Layer):
+    """A pre-norm block's residuals, dropout and recomputation; a subclass makes ``ln_1``, ``attn`` (called on
+    [B, T, d] with ``seed``), ``mlp(x, training)`` (its own norm inside), ``dropout``, ``recompute`` and
+    ``seed_generator``: GPT's ``DecoderBlock``, Llama's ``LlamaBlock``."""
+
+    def _forward(self, x: tf.Tensor, seed: tf.Tensor | None, training: bool, recompute: str = "none") -> tf.Tensor:
+        def attention(h: tf.Tensor) -> tf.Tensor:
+            # training passed on: a recomputation runs outside Keras' call context, where it would be unset and the
+            # LayerNorm would take autodiff's gradient of its formula instead of its own
+            return _dropout(self.attn(self.ln_1(h, training=training), seed=seed), self.dropout, seed, site=2)
+
+        def mlp(h: tf.Tensor) -> tf.Tensor:
+            return _dropout(self.mlp(h, training), self.dropout, seed, site=3)
+
+        x = x + (recompute_grad(attention) if recompute == "attention" else attention)(x)
+        return x + (recompute_grad(mlp) if recompute == "mlp" else mlp)(x)
+
+    def call(self, x: tf.Tensor, training: bool = False, stream: tf.Tensor | None = None) -> tf.Tensor:
+        """``stream``: the data-parallel replica drawing the dropout masks (``next_seed``)."""
+        seed = next_seed(self.seed_generator, stream) if training and self.dropout > 0 else None
+        recompute = self.recompute if training else "none"
+        if recompute == "full":
+            return recompute_grad(lambda h: self._forward(h, seed, training=True))(x)
+        return self._forward(x, seed, training, recompute)
+
+
+class DecoderBlock(ResidualBlock):
     """One pre-norm transformer block: attention and a 4x-wide GELU MLP, each with a residual.
 
     Args:
@@ -378,26 +404,6 @@ class DecoderBlock(keras.layers.Layer):
             kernel, bias = (tf.cast(w, self.compute_dtype) for w in (self.fc.kernel, self.fc.bias))
             hidden = tf.nn.gelu(tf.nn.bias_add(tf.matmul(rows, kernel), bias), approximate=True)
         return tf.reshape(self.fc_proj(hidden), tf.shape(x))
-
-    def _forward(self, x: tf.Tensor, seed: tf.Tensor | None, training: bool, recompute: str = "none") -> tf.Tensor:
-        def attention(h: tf.Tensor) -> tf.Tensor:
-            # training passed on: a recomputation runs outside Keras' call context, where it would be unset and the
-            # LayerNorm would take autodiff's gradient of its formula instead of its own
-            return _dropout(self.attn(self.ln_1(h, training=training), seed=seed), self.dropout, seed, site=2)
-
-        def mlp(h: tf.Tensor) -> tf.Tensor:
-            return _dropout(self.mlp(h, training), self.dropout, seed, site=3)
-
-        x = x + (recompute_grad(attention) if recompute == "attention" else attention)(x)
-        return x + (recompute_grad(mlp) if recompute == "mlp" else mlp)(x)
-
-    def call(self, x: tf.Tensor, training: bool = False, stream: tf.Tensor | None = None) -> tf.Tensor:
-        """``stream``: the data-parallel replica drawing the dropout masks (``next_seed``)."""
-        seed = next_seed(self.seed_generator, stream) if training and self.dropout > 0 else None
-        recompute = self.recompute if training else "none"
-        if recompute == "full":
-            return recompute_grad(lambda h: self._forward(h, seed, training=True))(x)
-        return self._forward(x, seed, training, recompute)
 
     def get_config(self) -> dict:
         return {

@@ -43,8 +43,72 @@ def _tied_projection(x: tf.Tensor, embeddings: tf.Tensor):
     return tf.matmul(x, embeddings, transpose_b=True), grad
 
 
+class Decoder(keras.Model):
+    """What GPT and Llama share: ids -> ``embed`` -> ``blocks`` -> ``ln_f`` -> the projection onto
+    ``output_embeddings()`` ([padded vocab, d]: the token embedding, or an untied head), and the loss."""
+
+    def call(self, token_ids: tf.Tensor, training: bool = False, stream: tf.Tensor | None = None) -> tf.Tensor:
+        """[B, T] ids -> [B, T, vocab] float32 logits; ``stream``: the data-parallel replica drawing the dropout
+        masks in training (``layers.next_seed``; None: one stream)."""
+        return self.logits(self.hidden_states(token_ids, training, stream))
+
+    def hidden_states(self, token_ids: tf.Tensor, training: bool = False, stream: tf.Tensor | None = None) -> tf.Tensor:
+        """The residual stream after the last block, before the final norm: [B, T] ids -> [B, T, d]."""
+        x = self.embed(token_ids, training, stream)
+        for block in self.blocks:
+            x = block(x, training=training, stream=stream)
+        return x
+
+    def logits(self, x: tf.Tensor) -> tf.Tensor:
+        """Final norm and the output projection (tied in GPT): [B, T, d] -> [B, T, vocab] float32.
+
+        One [B*T, d] x [d, padded vocab] matmul: a batched matmul against the shared embedding would make its
+        gradient a per-sequence [B, vocab, d] product summed over B, against the padded rows under XLA (their
+        logits cut off), the real ones without.
+        """
+        batch, length = tf.shape(x)[0], tf.shape(x)[1]
+        x = tf.reshape(self.ln_f(x), [-1, self.d_model])
+        embeddings = self.output_embeddings()
+        if embeddings.shape[0] != self.vocab_size and not in_xla():
+            embeddings = embeddings[: self.vocab_size]  # uncompiled, cutting the logits would copy [B*T, vocab]
+        logits = _tied_projection(x, tf.cast(embeddings, x.dtype))
+        if self.vocab_size != logits.shape[-1]:  # under XLA the cut fuses into the loss
+            logits = logits[:, : self.vocab_size]
+        return tf.reshape(tf.cast(logits, tf.float32), [batch, length, self.vocab_size])
+
+    def loss_sum(
+        self, token_ids: tf.Tensor, targets: tf.Tensor, training: bool = False, stream: tf.Tensor | None = None
+    ) -> tf.Tensor:
+        """Sum over positions of the next-token cross-entropy, float32: the value and gradient of
+        ``reduce_sum(sparse_softmax_cross_entropy_with_logits(targets, self(token_ids)))`` at a fraction of the
+        cost of TensorFlow's fused kernel on a CPU (``gpt/loss.py``).
+
+        Args:
+            token_ids: [B, T] int32 inputs.
+            targets: [B, T] int32, the token that follows each input position.
+            training: dropout on.
+            stream: the data-parallel replica drawing the dropout masks (``call``).
+
+        Example:
+            >>> model = GPT.from_preset("tiny", vocab_size=512, sequence_length=32)
+            >>> ids = tf.zeros([2, 33], tf.int32)
+            >>> model.loss_sum(ids[:, :-1], ids[:, 1:]).shape
+            TensorShape([])
+        """
+        logits = tf.reshape(self(token_ids, training=training, stream=stream), [-1, self.vocab_size])
+        return tf.reduce_sum(sparse_cross_entropy(tf.reshape(targets, [-1]), logits))
+
+    def seed_state_variables(self) -> list:
+        """The dropout SeedGenerators' state variables, which a checkpoint must hold for dropout to resume exactly."""
+        return [v for v in self.non_trainable_variables if "seed_generator_state" in v.path]
+
+    def output_embeddings(self) -> tf.Variable:
+        """The output projection's [padded vocab, d] weights."""
+        raise NotImplementedError
+
+
 @keras.saving.register_keras_serializable(package="gpt")
-class GPT(keras.Model):
+class GPT(Decoder):
     """A GPT decoder.
 
     Args:
@@ -125,11 +189,6 @@ class GPT(keras.Model):
         self.ln_f.build(hidden)
         self.built = True
 
-    def call(self, token_ids: tf.Tensor, training: bool = False, stream: tf.Tensor | None = None) -> tf.Tensor:
-        """[B, T] ids -> [B, T, vocab] float32 logits; ``stream``: the data-parallel replica drawing the dropout
-        masks in training (``layers.next_seed``; None: one stream)."""
-        return self.logits(self.hidden_states(token_ids, training, stream))
-
     def embed(self, token_ids: tf.Tensor, training: bool = False, stream: tf.Tensor | None = None) -> tf.Tensor:
         """Token + position embeddings, and dropout in training: [B, T] ids -> [B, T, d]."""
         length = tf.shape(token_ids)[1]
@@ -138,55 +197,8 @@ class GPT(keras.Model):
             x = tf.nn.experimental.stateless_dropout(x, rate=self.dropout, seed=next_seed(self.seed_generator, stream))
         return x
 
-    def hidden_states(self, token_ids: tf.Tensor, training: bool = False, stream: tf.Tensor | None = None) -> tf.Tensor:
-        """The residual stream after the last block, before the final LayerNorm: [B, T] ids -> [B, T, d]."""
-        x = self.embed(token_ids, training, stream)
-        for block in self.blocks:
-            x = block(x, training=training, stream=stream)
-        return x
-
-    def logits(self, x: tf.Tensor) -> tf.Tensor:
-        """Final LayerNorm and the tied output projection: [B, T, d] -> [B, T, vocab] float32.
-
-        One [B*T, d] x [d, padded vocab] matmul: a batched matmul against the shared embedding would make its
-        gradient a per-sequence [B, vocab, d] product summed over B, against the padded rows under XLA (their
-        logits cut off), the real ones without.
-        """
-        batch, length = tf.shape(x)[0], tf.shape(x)[1]
-        x = tf.reshape(self.ln_f(x), [-1, self.d_model])
-        embeddings = self.token_embedding.embeddings
-        if embeddings.shape[0] != self.vocab_size and not in_xla():
-            embeddings = embeddings[: self.vocab_size]  # uncompiled, cutting the logits would copy [B*T, vocab]
-        logits = _tied_projection(x, tf.cast(embeddings, x.dtype))
-        if self.vocab_size != logits.shape[-1]:  # under XLA the cut fuses into the loss
-            logits = logits[:, : self.vocab_size]
-        return tf.reshape(tf.cast(logits, tf.float32), [batch, length, self.vocab_size])
-
-    def loss_sum(
-        self, token_ids: tf.Tensor, targets: tf.Tensor, training: bool = False, stream: tf.Tensor | None = None
-    ) -> tf.Tensor:
-        """Sum over positions of the next-token cross-entropy, float32: the value and gradient of
-        ``reduce_sum(sparse_softmax_cross_entropy_with_logits(targets, self(token_ids)))`` at a fraction of the
-        cost of TensorFlow's fused kernel on a CPU (``gpt/loss.py``).
-
-        Args:
-            token_ids: [B, T] int32 inputs.
-            targets: [B, T] int32, the token that follows each input position.
-            training: dropout on.
-            stream: the data-parallel replica drawing the dropout masks (``call``).
-
-        Example:
-            >>> model = GPT.from_preset("tiny", vocab_size=512, sequence_length=32)
-            >>> ids = tf.zeros([2, 33], tf.int32)
-            >>> model.loss_sum(ids[:, :-1], ids[:, 1:]).shape
-            TensorShape([])
-        """
-        logits = tf.reshape(self(token_ids, training=training, stream=stream), [-1, self.vocab_size])
-        return tf.reduce_sum(sparse_cross_entropy(tf.reshape(targets, [-1]), logits))
-
-    def seed_state_variables(self) -> list:
-        """The dropout SeedGenerators' state variables, which a checkpoint must hold for dropout to resume exactly."""
-        return [v for v in self.non_trainable_variables if "seed_generator_state" in v.path]
+    def output_embeddings(self) -> tf.Variable:
+        return self.token_embedding.embeddings
 
     def get_config(self) -> dict:
         return {

@@ -131,6 +131,11 @@ class TrainingRun:
         a = self.args
         try:
             shape = get_shape(a.model_preset, a.n_layer, a.d_model, a.n_head)
+            if shape.architecture != "gpt":
+                raise ValueError(
+                    f"model_preset {a.model_preset}: train.py trains the gpt presets only (this is a "
+                    f"{shape.architecture} shape: gpt/architectures.py builds it, the job does not yet)"
+                )
             steps = accumulation_steps(
                 a.global_batch_tokens, a.micro_batch_size, self.sequence_length, self.engine.num_replicas
             )
