@@ -51,9 +51,14 @@ platforms: install ## Every pin has wheels for Linux x86_64 and aarch64 and macO
 # transformers' own GPT2LMHeadModel and AutoTokenizer load the Hugging Face export (training/export/hugging_face.py) of
 # a bf16, pipelined model made here, or of a job's model.tar.gz (ARCHIVE=runs/s3/.../model.tar.gz), and give the
 # project's logits (within 1e-4) and token ids. transformers and torch get an environment of their own.
+# The Llama family both ways (training/export/llama_hf.py): LlamaForCausalLM reads our exports, our import reads
+# tiny random checkpoints transformers saves, with equal logits, and a round trip ours -> HF -> ours is exact.
 hf-check: install $(HF_VENV)/.installed ## The Hugging Face export read by transformers (ARCHIVE=model.tar.gz: a job's)
 	$(PY) tests/hf/reference.py build/hf-check $(if $(ARCHIVE),--archive $(ARCHIVE))
 	$(HF_VENV)/bin/python tests/hf/check.py build/hf-check
+	$(PY) tests/hf/llama_reference.py build/hf-check-llama export
+	$(HF_VENV)/bin/python tests/hf/llama_check.py build/hf-check-llama
+	$(PY) tests/hf/llama_reference.py build/hf-check-llama import
 
 synth: install ## Templates in cdk.out/ (no AWS credentials needed)
 	$(CDK) synth -q $(CDK_CONTEXT)

@@ -19,6 +19,7 @@ Checked against transformers' own GPT2LMHeadModel by ``make hf-check`` (``tests/
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import shutil
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from contract.hparams import shown
 
 HF_DIR = "hf"
 END_OF_TEXT = "<|endoftext|>"  # token_shards.END_OF_TEXT: the tokenizer's one special token
@@ -120,6 +122,73 @@ def write_safetensors(path: Path, tensors: dict[str, Any], metadata: dict[str, s
         f.write(struct.pack("<Q", len(encoded)) + encoded)
         for tensor in tensors.values():
             np.ascontiguousarray(tensor, dtype="<f4").tofile(f)
+
+
+MAX_HEADER_BYTES = 100 * 2**20  # the safetensors reference implementation refuses a larger header
+READ_DTYPES = {"F32": "<f4", "F16": "<f2", "BF16": "<u2"}  # BF16: the upper half of a float32
+
+
+class SafetensorsError(ValueError):
+    """A safetensors file that is not one: the message says what is wrong, in one line."""
+
+
+def safetensors_header(path: Path) -> tuple[dict[str, dict], dict, int]:
+    """(each tensor's dtype, shape and byte range; ``__metadata__``; where the tensors' bytes start), every field
+    checked against the format (huggingface/safetensors README) and the file's size before anything is read of
+    them: a link, a header over MAX_HEADER_BYTES, a dtype other than READ_DTYPES', a range outside the file, of
+    the wrong size or overlapping another are refused."""
+    path = Path(path)
+    if path.is_symlink() or not path.is_file():
+        raise SafetensorsError(f"{path.name}: not a regular file (links are not followed)")
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        prefix = f.read(8)
+        length = struct.unpack("<Q", prefix)[0] if len(prefix) == 8 else -1
+        if not 0 < length <= min(MAX_HEADER_BYTES, size - 8):
+            raise SafetensorsError(f"{path.name}: header length {length} does not fit the file ({size:,} bytes)")
+        try:
+            header = json.loads(f.read(length))
+        except (ValueError, RecursionError):
+            raise SafetensorsError(f"{path.name}: the header is not JSON") from None
+    if not isinstance(header, dict):
+        raise SafetensorsError(f"{path.name}: the header is not a JSON object")
+    metadata = header.pop("__metadata__", {})
+    available, spans = size - 8 - length, []
+    for name, entry in header.items():
+        dtype, shape, span = (
+            entry.get(k) if isinstance(entry, dict) else None for k in ("dtype", "shape", "data_offsets")
+        )
+        valid = (
+            dtype in READ_DTYPES
+            and isinstance(shape, list)
+            and all(type(n) is int and n >= 0 for n in shape)
+            and isinstance(span, list)
+            and len(span) == 2
+            and all(type(n) is int for n in span)
+            and 0 <= span[0] <= span[1] <= available
+            and span[1] - span[0] == math.prod(shape) * np.dtype(READ_DTYPES.get(dtype, "u1")).itemsize
+        )
+        if not valid:
+            raise SafetensorsError(
+                f"{path.name}: tensor {shown(name)}: {shown(entry)} is not a dtype of "
+                f"{', '.join(READ_DTYPES)}, a shape and a byte range of its size within the file"
+            )
+        spans.append((span[0], span[1], name))
+    for (_, end, name), (begin, _, after) in itertools.pairwise(sorted(spans)):
+        if begin < end:
+            raise SafetensorsError(f"{path.name}: tensors {shown(name)} and {shown(after)} overlap")
+    return header, metadata, 8 + length
+
+
+def read_tensor(path: Path, entry: dict, start: int) -> np.ndarray:
+    """One tensor of a checked header (``safetensors_header``), as float32."""
+    begin, end = entry["data_offsets"]
+    with open(path, "rb") as f:
+        f.seek(start + begin)
+        data = np.frombuffer(f.read(end - begin), READ_DTYPES[entry["dtype"]])
+    if entry["dtype"] == "BF16":
+        data = (data.astype("<u4") << 16).view("<f4")
+    return data.astype(np.float32).reshape(entry["shape"])
 
 
 def end_of_text_id(tokenizer_path: Path) -> int:
