@@ -65,14 +65,19 @@ def training_module(name: str) -> ModuleType:
 
 @dataclasses.dataclass(frozen=True)
 class ModelShape:
-    """The shape of a GPT decoder; the feed-forward width is 4 x ``d_model``."""
+    """The shape of a decoder: GPT's (feed-forward 4 x ``d_model``), or Llama's with its key/value heads, MLP width
+    and head tying (``contract/presets.py``'s fields of those names; 0 = n_head, 4 x d_model)."""
 
     n_layer: int
     d_model: int
     n_head: int
+    architecture: str = "gpt"
+    n_kv_head: int = 0
+    ffn_width: int = 0
+    tie_embeddings: bool = True
 
     def parameters(self, vocab_size: int, sequence_length: int) -> int:
-        """Closed-form parameter count with a tied output projection (``contract/presets.py``'s ``parameter_count``).
+        """Closed-form parameter count (``contract/presets.py``'s ``parameter_count``).
 
         E.g. gpt3-125m: 12 x (12·768² + 13·768) + (50,257 + 2,048)·768 + 2·768 = 125.2 M.
         """
@@ -81,14 +86,16 @@ class ModelShape:
 
 @functools.cache
 def model_presets() -> dict[str, ModelShape]:
-    """Preset name -> shape, from ``training/contract/presets.json``: the gpt rows, which train.py trains (a llama
-    row's decoder is not wired into train.py yet, so the Plan refuses it as an unknown preset)."""
+    """Preset name -> shape, from ``training/contract/presets.json``: every row, which the estimate models."""
     rows = training_module("presets").load_presets()
-    return {
-        name: ModelShape(row.n_layer, row.d_model, row.n_head)
-        for name, row in rows.items()
-        if row.architecture == "gpt"
-    }
+    fields = [f.name for f in dataclasses.fields(ModelShape)]
+    return {name: ModelShape(**{f: getattr(row, f) for f in fields}) for name, row in rows.items()}
+
+
+def trained_presets() -> dict[str, ModelShape]:
+    """The presets train.py trains, which the Plan accepts: the gpt rows (a llama row's decoder is built by
+    ``gpt/architectures.py`` and modelled by the estimate, but the training job does not run it yet)."""
+    return {name: shape for name, shape in model_presets().items() if shape.architecture == "gpt"}
 
 
 def shape_of(
@@ -96,7 +103,9 @@ def shape_of(
 ) -> ModelShape:
     """A preset's shape with any explicit override applied (``None`` or 0 keeps the preset's value)."""
     base = model_presets()[preset]
-    return ModelShape(n_layer=n_layer or base.n_layer, d_model=d_model or base.d_model, n_head=n_head or base.n_head)
+    return dataclasses.replace(
+        base, n_layer=n_layer or base.n_layer, d_model=d_model or base.d_model, n_head=n_head or base.n_head
+    )
 
 
 # ---- preprocess.py's options ----------------------------------------------------------------------------

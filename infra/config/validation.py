@@ -32,7 +32,7 @@ from infra.config.sections import (
 )
 from infra.estimate import fit_problem, time_problem
 from infra.instances import INSTANCE_TYPES
-from infra.training_code import ModelShape, model_presets, training_module
+from infra.training_code import ModelShape, trained_presets, training_module
 
 MAX_TRAIN_TOKENS = 10**15  # 70 times Llama 3's 15 T: bounds the step count and the estimate
 
@@ -49,15 +49,15 @@ def suggest_preset(name: str) -> str | None:
     ``gpt3-125M`` -> ``gpt3-125m``, ``tiyn`` -> ``tiny``.
     """
     key = name.strip().lower()
-    if key in model_presets():
+    if key in trained_presets():
         return key
     size = GPT2_PARAMETERS.get(key)
     if size is None and (match := re.search(r"(\d+(?:\.\d+)?)\s*([mb])\b", key)):
         size = float(match.group(1)) * (1e6 if match.group(2) == "m" else 1e9)
     if size:
-        counts = {n: s.parameters(50_257, 2048) for n, s in model_presets().items()}
+        counts = {n: s.parameters(50_257, 2048) for n, s in trained_presets().items()}
         return min(counts, key=lambda n: abs(math.log(counts[n] / size)))
-    close = difflib.get_close_matches(key, list(model_presets()), n=1)
+    close = difflib.get_close_matches(key, list(trained_presets()), n=1)
     return close[0] if close else None
 
 
@@ -194,10 +194,10 @@ def _validate_preprocessing(pre: PreprocessingConfig) -> None:
 
 
 def _validate_training(train: TrainingConfig) -> None:
-    if train.model_preset not in model_presets():
+    if train.model_preset not in trained_presets():
         close = suggest_preset(train.model_preset)
         hint = f" (did you mean {close!r}?)" if close else ""
-        raise ConfigError("training.model_preset", train.model_preset, f"one of {', '.join(model_presets())}{hint}")
+        raise ConfigError("training.model_preset", train.model_preset, f"one of {', '.join(trained_presets())}{hint}")
     for name in ("n_layer", "d_model", "n_head", "sequence_length", "global_batch_tokens", "micro_batch_size"):
         if getattr(train, name) is not None:
             _positive(f"training.{name}", getattr(train, name))

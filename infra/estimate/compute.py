@@ -2,7 +2,12 @@
 
 - Model FLOPs per token: 6·N for the weights (forward 2N, backward 4N) plus the attention scores,
   12·L·s·d (QKᵀ and AV, forward and backward; PaLM, appendix B), the same formula as
-  ``training/contract/presets.flops_per_token``. MFU is always of these.
+  ``training/contract/presets.flops_per_token``. MFU is always of these. A Llama shape's N is its own count
+  (grouped-query attention's K and V projections g/h of multi-head's, SwiGLU's three d x f matrices, no biases);
+  its scores are the query heads', h·e = d wide, the same 12·L·s·d. Llama 3.2 1B at s = 2,048: 6 x 1,235.8 M +
+  12 x 16 x 2,048 x 2,048 = 7.41 + 0.81 = 8.22 GFLOP. Of an untied head's 2·V·d weights, the input embedding's
+  V·d is a lookup, which 6·N counts as if it were a matmul (the convention the GPT rows' position embedding
+  follows too).
 - Executed FLOPs add what recomputation runs again, a forward pass of the recomputed part of every block:
   ``full`` 2·(12d² + 13d)·L + 4·L·s·d (the block's weights and its scores), ``attention`` 2·4d²·L + 4·L·s·d
   (QKV and the output projection, and the scores), ``mlp`` 2·8d²·L. gpt3-1.3b at s = 2,048: 9.10 GFLOP of
@@ -38,13 +43,16 @@ def model_flops_per_token(shape: ModelShape, parameters: int, sequence_length: i
 
 
 def recompute_flops_per_token(shape: ModelShape, sequence_length: int, recompute: bool | str) -> int:
-    """The forward FLOPs recomputation runs again per token (module docstring): 0 without it."""
-    d, layers, scores = shape.d_model, shape.n_layer, 4 * shape.n_layer * sequence_length * shape.d_model
+    """The forward FLOPs recomputation runs again per token (module docstring): 0 without it. A Llama block's
+    sublayers are its own matrices (``presets.sublayer_weights``: GQA's narrower K and V, SwiGLU's three)."""
+    presets = training_module("presets")
+    layers, scores = shape.n_layer, 4 * shape.n_layer * sequence_length * shape.d_model
+    attention, mlp = presets.sublayer_weights(shape)
     return {
         "none": 0,
-        "attention": 2 * 4 * d * d * layers + scores,
-        "mlp": 2 * 8 * d * d * layers,
-        "full": 2 * training_module("presets").block_parameters(d) * layers + scores,
+        "attention": 2 * attention * layers + scores,
+        "mlp": 2 * mlp * layers,
+        "full": 2 * presets.shape_block_parameters(shape) * layers + scores,
     }[recompute_mode(recompute)]
 
 

@@ -89,6 +89,11 @@ class EstimateInputs:
                 f"model_parallel_degree {self.model_parallel_degree}: expected a divisor of the {devices} devices "
                 f"per instance, at most n_layer ({self.shape.n_layer})"
             )
+        if self.model_parallel_degree > 1 and self.shape.architecture != "gpt":
+            raise ValueError(
+                f"model_parallel_degree {self.model_parallel_degree}: the {self.shape.architecture} decoder has no "
+                "pipeline stages (gpt/pipeline/ splits GPT's); expected 1"
+            )
         if self.global_batch_tokens <= 0:
             raise ValueError(f"global_batch_tokens {self.global_batch_tokens}: expected a positive integer")
         try:

@@ -93,6 +93,11 @@ RECOMPUTE_MODES, recompute_mode = training_module("hparams").RECOMPUTE_MODES, tr
 # compute dtype in the attention sublayer and in the MLP.
 LAYER_NORM_INPUT_BYTES = 4
 ATTENTION_ELEMENTS, MLP_ELEMENTS = 7, 9
+# A Llama block's, read from gpt/llama_layers.py (not measured): each RMSNorm (autodiff) keeps its float32 input and
+# normalised x for gamma's gradient, 8 bytes; the attention sublayer 6 d-wide elements (the QKV matmul's input, the
+# core's q, k and v, k and v repeated to the query heads, its output O and the projection's input: the rotation and
+# the repeat keep nothing); the MLP its input (d) and 4 of f: SiLU's input (gate), its output, up, and down's input.
+RMS_NORM_BYTES, LLAMA_ATTENTION_ELEMENTS, LLAMA_MLP_WIDE_ELEMENTS = 8, 6, 4
 # Bytes per score element: kept by the forward pass, and the backward working set (float32 gradients / bf16).
 SCORES_KEPT = {"naive": 6, "lean": 2}  # 16-bit runs; float32 ones keep one float32 tensor, 4 bytes, either way
 SCORES_WORKSPACE = {"naive": 8, "lean": 4}  # lean: compiled; uncompiled in 16 bits, LEAN_OP_BY_OP_WORKSPACE
@@ -208,10 +213,26 @@ def _layer_parts(
     the MLP's, and the block's input, in bytes."""
     s, b, h, a = sequence_length, micro_batch, shape.d_model, shape.n_head
     sbh, element = s * b * h, 2 * _scale(precision)
+    scores = (4 if precision == "fp32" else SCORES_KEPT[attention]) * a * s * s * b  # a: the query heads
+    if shape.architecture == "llama":
+        attention_part = (RMS_NORM_BYTES + LLAMA_ATTENTION_ELEMENTS * element) * sbh
+        wide = LLAMA_MLP_WIDE_ELEMENTS * s * b * _ffn_width(shape)
+        return attention_part, scores, RMS_NORM_BYTES * sbh + element * (sbh + wide), element * sbh
     attention_part = (LAYER_NORM_INPUT_BYTES + ATTENTION_ELEMENTS * element) * sbh
-    scores = (4 if precision == "fp32" else SCORES_KEPT[attention]) * a * s * s * b
     mlp_part = (LAYER_NORM_INPUT_BYTES + MLP_ELEMENTS * element) * sbh
     return attention_part, scores, mlp_part, element * sbh
+
+
+def _ffn_width(shape: ModelShape) -> int:
+    return shape.ffn_width or 4 * shape.d_model
+
+
+def mlp_gradient_elements(shape: ModelShape, sequence_length: int, micro_batch: int) -> int:
+    """The MLP's gradient buffers while it is differentiated: GPT's two 4h-wide ones; a Llama's four f-wide ones
+    (of down's input, of SiLU's output, and gate | up's, 2f), read from the code."""
+    return (
+        sequence_length * micro_batch * (4 * _ffn_width(shape) if shape.architecture == "llama" else 8 * shape.d_model)
+    )
 
 
 def layer_activation_bytes(
@@ -279,7 +300,7 @@ def differentiated_layer_bytes(
     attention_part, scores, mlp_part, _ = _layer_parts(shape, sequence_length, micro_batch, precision, attention)
     recomputed_attention = attention_part + scores if mode in ("full", "attention") else 0
     recomputed_mlp = mlp_part if mode in ("full", "mlp") else 0
-    mlp_gradients = 8 * sequence_length * micro_batch * shape.d_model * 2 * _scale(precision)
+    mlp_gradients = mlp_gradient_elements(shape, sequence_length, micro_batch) * 2 * _scale(precision)
     mlp_phase = recomputed_mlp + (recomputed_attention if mode == "full" else 0) + mlp_gradients
     attention_phase = recomputed_attention + score_gradient_bytes(
         shape, sequence_length, micro_batch, precision, attention, xla

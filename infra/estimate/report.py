@@ -81,7 +81,7 @@ def describe(p: Estimate, max_run_hours: int | None = None, spot: bool = False) 
     verdict = "fits" if p.fits else "DOES NOT FIT"
     capacity = p.capacity_bytes / GIB
     lines = [
-        f"Model     {_model_name(s)}: {s.n_layer} layers x {d} wide, {s.n_head} heads = "
+        f"Model     {_model_name(s)}: {s.n_layer} layers x {d} wide, {s.n_head} heads{_llama(s)} = "
         f"{p.parameters / 1e6:,.1f} M parameters (vocabulary {i.vocab_size:,}, {i.sequence_length:,}-token context)",
         f"Cluster   {i.instance_count} x {i.instance_type} = {inst.devices * i.instance_count} x "
         f"{inst.gpu_model or 'CPU host'} {inst.device_memory_gib} GiB, {i.precision}, {i.optimizer}, "
@@ -199,6 +199,15 @@ def _row(name: str, inputs: EstimateInputs) -> str:
         f"{_layout(best.inputs):<26}{best.memory.total / GIB:>6.1f} / {best.capacity_bytes / GIB:<5.1f}"
         f"{best.train_days:>10,.1f}{best.cost_on_demand:>13,.0f}{best.cost_spot:>11,.0f}"
     )
+
+
+def _llama(shape: ModelShape) -> str:
+    """What a Llama shape adds to the model line: its key/value heads, SwiGLU width and head tying."""
+    if shape.architecture != "llama":
+        return ""
+    tied = "tied" if shape.tie_embeddings else "untied"
+    kv, ffn = shape.n_kv_head or shape.n_head, shape.ffn_width or 4 * shape.d_model
+    return f" (llama: {kv} key/value heads, SwiGLU {ffn:,} wide, {tied} head)"
 
 
 def _model_name(shape: ModelShape) -> str:

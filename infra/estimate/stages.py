@@ -22,17 +22,19 @@ from infra.training_code import ModelShape, training_module
 @functools.cache  # a layout search asks for the same split hundreds of times
 def stage_layers(shape: ModelShape, vocab_size: int, sequence_length: int, stages: int) -> list[int]:
     """Blocks per stage. gpt3-1.3b, V = 50,257, T = 2,048, K = 4 -> [4, 7, 7, 6]."""
-    weights = [training_module("presets").block_parameters(shape.d_model)] * shape.n_layer
-    weights[0] += (vocab_size + sequence_length) * shape.d_model
-    weights[-1] += 2 * shape.d_model
+    presets = training_module("presets")
+    weights = [presets.shape_block_parameters(shape)] * shape.n_layer
+    weights[0] += presets.input_parameters(shape, vocab_size, sequence_length)
+    weights[-1] += presets.output_parameters(shape, vocab_size)
     return [len(run) for run in training_module("balance").balanced_runs(weights, stages)]
 
 
 def stage_parameters(shape: ModelShape, vocab_size: int, sequence_length: int, stages: int) -> list[int]:
-    """Parameters on each stage's device: its blocks, the embeddings on the first, the final LayerNorm on the last."""
-    d = shape.d_model
-    block = training_module("presets").block_parameters(d)
+    """Parameters on each stage's device: its blocks, the embeddings on the first, the final norm (and a Llama's
+    untied head) on the last."""
+    presets = training_module("presets")
+    block = presets.shape_block_parameters(shape)
     counts = [n * block for n in stage_layers(shape, vocab_size, sequence_length, stages)]
-    counts[0] += (vocab_size + sequence_length) * d
-    counts[-1] += 2 * d
+    counts[0] += presets.input_parameters(shape, vocab_size, sequence_length)
+    counts[-1] += presets.output_parameters(shape, vocab_size)
     return counts

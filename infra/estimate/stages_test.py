@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from infra.estimate.stages import stage_layers, stage_parameters
-from infra.training_code import model_presets
+from infra.training_code import model_presets, trained_presets
 
 PARTITION = Path(__file__).parents[2] / "training" / "gpt" / "pipeline" / "partition.py"
 
@@ -17,7 +17,7 @@ def training_partition():
     return module
 
 
-@pytest.mark.parametrize("preset", sorted(model_presets()))
+@pytest.mark.parametrize("preset", sorted(trained_presets()))  # the gpt rows: training pipelines GPT only
 def test_the_estimate_splits_the_model_as_training_does(preset):
     partition, shape = training_partition(), model_presets()[preset]
     for vocab, length in ((50_257, 2048), (384, 16), (8_192, 1024)):

@@ -141,16 +141,41 @@ def block_parameters(d_model: int) -> int:
     return 12 * d_model * d_model + 13 * d_model
 
 
-def llama_block_parameters(preset: Preset) -> int:
-    """Parameters of one Llama block (no biases), h heads and g key/value heads of width e = d / h, MLP width f:
+def sublayer_weights(shape: Preset) -> tuple[int, int]:
+    """The matmul weights of one block's attention sublayer and MLP (2 FLOPs a weight a token forward); ``shape``:
+    a Preset, or any object with its fields (infra's ModelShape).
 
-    attention  q d x h·e, k and v d x g·e each, output h·e x d   = 2d·h·e + 2d·g·e
-    MLP        gate and up d x f each, down f x d               = 3d·f
-    two RMSNorm gains                                           = 2d
-    e.g. Llama 3.2 1B (d 2,048, h 32, g 8, f 8,192): 8.39 M + 2.10 M + 50.33 M + 4,096 = 60,821,504
+    gpt    attention qkv d x 3d, output d x d = 4d^2;  MLP d x 4d, 4d x d = 8d^2
+    llama  h heads and g key/value heads of width e = d / h, MLP width f:
+           attention q d x h·e, k and v d x g·e each, output h·e x d = 2d·h·e + 2d·g·e (grouped-query attention's
+           K and V are g/h of MHA's);  MLP gate and up d x f each, down f x d = 3d·f (SwiGLU's three matrices)
+    e.g. Llama 3.2 1B (d 2,048, h 32, g 8, f 8,192): 8.39 M + 2.10 M = 10.49 M and 50.33 M
     """
-    d, e, f = preset.d_model, preset.head_dim, preset.d_ff
-    return 2 * d * preset.n_head * e + 2 * d * preset.kv_heads * e + 3 * d * f + 2 * d
+    d = shape.d_model
+    if shape.architecture != "llama":
+        return 4 * d * d, 8 * d * d
+    e, kv, f = d // shape.n_head, shape.n_kv_head or shape.n_head, shape.ffn_width or 4 * d
+    return 2 * d * shape.n_head * e + 2 * d * kv * e, 3 * d * f
+
+
+def shape_block_parameters(shape: Preset) -> int:
+    """Parameters of one block of ``shape``'s architecture: GPT's ``block_parameters``, or a Llama block's
+    ``sublayer_weights`` and two RMSNorm gains (no biases): Llama 3.2 1B, 60,821,504."""
+    if shape.architecture != "llama":
+        return block_parameters(shape.d_model)
+    return sum(sublayer_weights(shape)) + 2 * shape.d_model
+
+
+def input_parameters(shape: Preset, vocab_size: int, sequence_length: int) -> int:
+    """The first stage's parameters before the blocks: token (and for gpt position) embeddings."""
+    return vocab_size * shape.d_model + (sequence_length * shape.d_model if shape.architecture != "llama" else 0)
+
+
+def output_parameters(shape: Preset, vocab_size: int) -> int:
+    """The last stage's after the blocks: the final norm (LayerNorm 2d, RMSNorm d) and an untied head's V x d."""
+    if shape.architecture != "llama":
+        return 2 * shape.d_model
+    return shape.d_model + (0 if shape.tie_embeddings else vocab_size * shape.d_model)
 
 
 def parameter_count(preset: Preset, *, vocab_size: int, sequence_length: int) -> int:
@@ -162,18 +187,15 @@ def parameter_count(preset: Preset, *, vocab_size: int, sequence_length: int) ->
     A llama row has no position embedding (rotary), a final RMSNorm of d gains, and V x d more when untied:
     Llama 3.2 1B, V = 128,256: 262.7 M + 16 x 60.8 M + 2,048 = 1,235,814,400.
     """
-    d = preset.d_model
-    if preset.architecture == "llama":
-        heads = 1 if preset.tie_embeddings else 2
-        return heads * vocab_size * d + preset.n_layer * llama_block_parameters(preset) + d
-    embeddings = vocab_size * d + sequence_length * d
-    return embeddings + preset.n_layer * block_parameters(d) + 2 * d
+    blocks = preset.n_layer * shape_block_parameters(preset)
+    return input_parameters(preset, vocab_size, sequence_length) + blocks + output_parameters(preset, vocab_size)
 
 
 def flops_per_token(preset: Preset, *, n_params: int, sequence_length: int) -> int:
     """Training FLOPs per token: 6N for the weights (forward 2N, backward 4N) plus attention scores.
 
     Attention adds 2 matmuls (QK^T and AV) of T x d per token and layer, forward and backward:
-    6 x 2 x n_layer x T x d = 12 x L x T x d (PaLM paper, appendix B).
+    6 x 2 x n_layer x T x d = 12 x L x T x d (PaLM paper, appendix B). In Llama's grouped-query attention the
+    scores are the query heads', h x e = d wide too (k and v repeated to them), so the term is the same.
     """
     return 6 * n_params + 12 * preset.n_layer * sequence_length * preset.d_model

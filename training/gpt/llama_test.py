@@ -146,9 +146,8 @@ def test_recompute_gives_the_same_gradients_with_dropout(recompute):
     loss_b, grads_b = loss_and_grads(recomputed, ids)
     assert float(loss_a) == pytest.approx(float(loss_b), rel=1e-6)
     for a, b in zip(grads_a, grads_b, strict=True):
-        np.testing.assert_allclose(
-            tf.convert_to_tensor(a), tf.convert_to_tensor(b), atol=1e-6
-        )  # the untied embedding's are IndexedSlices
+        # tf.convert_to_tensor: the untied token embedding's gradients are IndexedSlices
+        np.testing.assert_allclose(tf.convert_to_tensor(a), tf.convert_to_tensor(b), rtol=1e-4, atol=1e-6)
 
 
 def test_mixed_precision_computes_in_bfloat16_and_returns_float32_logits():
