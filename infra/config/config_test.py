@@ -68,6 +68,7 @@ def test_default_account_comes_from_the_caller_unless_the_stage_names_one():
         ({"training": {"n_head": 7}}, "training.n_head", "a divisor of the model width d_model=768"),
         ({"training": {"d_model": 1000, "n_head": 16}}, "training.n_head", "d_model=1000"),
         ({"training": {"model_preset": "gpt4"}}, "training.model_preset", "gpt3-125m"),
+        ({"training": {"model_preset": "llama3.2-1b"}}, "training.model_preset", "the training job does not train yet"),
         ({"preprocessing": {"shard_size_mb": 0}}, "preprocessing.shard_size_mb", "a positive integer"),
         ({"preprocessing": {"vocab_size": 100}}, "preprocessing.vocab_size", "257 (256 bytes + end-of-text)"),
         ({"preprocessing": {"validation_fraction": 0.9}}, "preprocessing.validation_fraction", "0 to 0.5"),

@@ -32,7 +32,7 @@ from infra.config.sections import (
 )
 from infra.estimate import fit_problem, time_problem
 from infra.instances import INSTANCE_TYPES
-from infra.training_code import ModelShape, trained_presets, training_module
+from infra.training_code import ModelShape, model_presets, trained_presets, training_module
 
 MAX_TRAIN_TOKENS = 10**15  # 70 times Llama 3's 15 T: bounds the step count and the estimate
 
@@ -194,6 +194,14 @@ def _validate_preprocessing(pre: PreprocessingConfig) -> None:
 
 
 def _validate_training(train: TrainingConfig) -> None:
+    shape = model_presets().get(train.model_preset)
+    if shape is not None and shape.architecture != "gpt":
+        raise ConfigError(
+            "training.model_preset",
+            train.model_preset,
+            f"a gpt preset: {train.model_preset} is a {shape.architecture} shape, which python -m infra.estimate "
+            "models but the training job does not train yet",
+        )
     if train.model_preset not in trained_presets():
         close = suggest_preset(train.model_preset)
         hint = f" (did you mean {close!r}?)" if close else ""

@@ -78,6 +78,12 @@ def test_pipeline_configurations_that_cannot_run_are_refused(dataset_dir, tmp_pa
         TrainingRun(pipeline_args(dataset_dir, tmp_path, *extra), env={})
 
 
+def test_a_llama_preset_is_refused_before_anything_is_built(dataset_dir, tmp_path):
+    args = parse_args(["--model_preset", "llama-tiny", "--train_dir", str(dataset_dir), "--max_steps", "1"], env={})
+    with pytest.raises(JobError, match=r"model_preset llama-tiny: train.py trains the gpt presets only"):
+        TrainingRun(args, env={})
+
+
 def test_shape_overrides_reach_the_model(dataset_dir, tmp_path, capsys):
     args = parse_args(
         [
