@@ -44,34 +44,16 @@ def test_activations_count_the_swiglu_widths_and_the_rms_norms():
     assert layer_activation_bytes(LLAMA, S, b, "bf16", recompute="attention") == mlp + 2 * sbd
 
 
+def llama_estimate(instance_type: str, micro_batch: int, **overrides):
+    arguments = dict(vocab_size=VOCAB, sequence_length=S, precision="bf16", recompute="full", instance_count=1)
+    arguments.update(global_batch_tokens=1_048_576, train_tokens=10_000_000_000, preset="llama3.2-1b", **overrides)
+    return estimate(LLAMA, micro_batch_size=micro_batch, instance_type=instance_type, **arguments)
+
+
 @pytest.mark.parametrize(("instance_type", "micro_batch"), [("ml.p4d.24xlarge", 4), ("ml.p5.48xlarge", 8)])
 def test_llama_3_2_1b_on_p4d_and_p5(instance_type, micro_batch):
-    result = estimate(
-        LLAMA,
-        vocab_size=VOCAB,
-        sequence_length=S,
-        micro_batch_size=micro_batch,
-        precision="bf16",
-        recompute="full",
-        instance_type=instance_type,
-        instance_count=1,
-        global_batch_tokens=1_048_576,
-        train_tokens=10_000_000_000,
-        preset="llama3.2-1b",
-    )
+    result = llama_estimate(instance_type, micro_batch)
     assert result.fits and result.parameters == 1_235_814_400
     assert result.model_flops_per_token == 6 * 1_235_814_400 + 12 * LAYERS * S * D
     with pytest.raises(ValueError, match=r"^model_parallel_degree 2: the llama decoder has no pipeline stages"):
-        estimate(
-            LLAMA,
-            vocab_size=VOCAB,
-            sequence_length=S,
-            micro_batch_size=1,
-            precision="bf16",
-            recompute="full",
-            instance_type=instance_type,
-            instance_count=1,
-            model_parallel_degree=2,
-            global_batch_tokens=1_048_576,
-            train_tokens=10_000_000_000,
-        )
+        llama_estimate(instance_type, 1, model_parallel_degree=2)
