@@ -55,7 +55,7 @@ class Preset:
     rope_scaling: dict | None = None  # config.json's rope_scaling: {"rope_type": "llama3", "factor": ...} or None
     tie_embeddings: bool = True  # the output projection is the token embedding
     norm_epsilon: float = 1e-5
-    published_params: int | None = None  # the checkpoint's parameter count at published_vocab
+    published_params: int | None = None  # the model card's parameter count (rounded) at published_vocab
     published_vocab: int | None = None
 
     @property
