@@ -46,12 +46,14 @@ OURS = {
 
 
 def export(folder: Path) -> None:
+    import keras
     import tensorflow as tf
     from export.llama_hf import export_llama_hf
     from gpt.llama import Llama
 
     shutil.rmtree(folder, ignore_errors=True)
     for i, (name, arguments) in enumerate(OURS.items()):
+        keras.utils.set_random_seed(i)  # the same weights every run
         model = Llama(**arguments, seed=i)
         rng = np.random.default_rng(i)
         model.set_weights([w + rng.normal(0, 0.3, w.shape).astype(w.dtype) for w in model.get_weights()])
