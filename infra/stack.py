@@ -23,6 +23,7 @@ from infra.notifications import Notifications
 from infra.observability import console_links
 from infra.observability.alarms import WorkflowAlarms
 from infra.observability.budget import StageBudget
+from infra.observability.capacity_alarm import CapacityWatch
 from infra.observability.dashboard import TrainingDashboard
 from infra.observability.health_alarms import HealthAlarms
 from infra.plan_step.settings import StackSettings
@@ -166,9 +167,9 @@ class PretrainingStack(cdk.Stack):
         return self.log_groups[id]
 
     def _observability(self, config: StageConfig) -> None:
-        """Alarms (workflow, EFS, training health), the budget, and the dashboard. A failed job is announced once,
-        by the workflow's NotifyFailure (its cause carries the job's FailureReason): no job-event rule and no
-        execution alarm e-mails it again."""
+        """Alarms (workflow, EFS, capacity wait, training health), the budget, and the dashboard. A failed job is
+        announced once, by the workflow's NotifyFailure (its cause carries the job's FailureReason): no job-event
+        rule and no execution alarm e-mails it again."""
         topic, fs_id = self.notifications.topic, self.file_system.file_system.file_system_id
         machine = self.workflow.state_machine
         self.alarms = WorkflowAlarms(
@@ -179,6 +180,14 @@ class PretrainingStack(cdk.Stack):
             topic=topic,
             key=self.key,
             efs_throughput_percent=config.observability.efs_throughput_alarm_percent,
+        )
+        self.capacity = CapacityWatch(
+            self,
+            "CapacityWatch",
+            job_prefix=self.job_prefix,
+            alarm_hours=config.observability.capacity_wait_alarm_hours,
+            log_group=self._log_group("CapacityWatchLogs", config),
+            topic=topic,
         )
         if config.observability.monthly_budget_usd:
             StageBudget(
@@ -200,7 +209,7 @@ class PretrainingStack(cdk.Stack):
             file_system_id=fs_id,
             job_prefix=self.job_prefix,
             gpus_per_host=gpus,
-            alarms=self.alarms.alarms + self.health_alarms.alarms,
+            alarms=[*self.alarms.alarms, self.capacity.alarm, *self.health_alarms.alarms],
         ).dashboard
 
     def _outputs(self) -> None:

@@ -1,7 +1,8 @@
 """Reads every IAM statement out of a synthesized template, with stable names for principals and resources.
 
 Identity policies (``AWS::IAM::Policy``, a role's inline ``Policies`` and ``ManagedPolicyArns``) are attributed
-to their role; resource policies (KMS key policy, bucket and topic policies) to the resource they protect.
+to their role; resource policies (KMS key policy, bucket and topic policies, a function's permissions) to the
+resource they protect.
 Names are construct paths without the stack name, the trailing ``/Resource`` and the logical-id hash, so they
 stay put when a construct moves in the template; intrinsics are rendered as ``${path}`` / ``${path.Attr}``.
 """
@@ -160,7 +161,13 @@ class PolicyReader:
                     holder = self.render(target).strip("${}")
                     for s in props["PolicyDocument"]["Statement"]:
                         out += [self._statement(holder, p, s, source) for p in self.principals(s["Principal"])]
-            elif kind == "AWS::Lambda::Permission" or {"PolicyDocument", "FileSystemPolicy", "Policy"} & set(props):
+            elif kind == "AWS::Lambda::Permission":  # one statement of the function's resource policy
+                holder = self.render(props["FunctionName"]).strip("${}").removesuffix(".Arn")
+                raw = {"Effect": "Allow", "Action": props["Action"], "Resource": props["FunctionName"]}
+                if "SourceArn" in props:  # Lambda's AddPermission turns SourceArn into this condition
+                    raw["Condition"] = {"ArnLike": {"aws:SourceArn": props["SourceArn"]}}
+                out.append(self._statement(holder, self.principal({"Service": props["Principal"]}), raw, source))
+            elif {"PolicyDocument", "FileSystemPolicy", "Policy"} & set(props):
                 raise AssertionError(f"{source}: {kind} carries a policy this reader does not know; add it")
         return out
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 ROLES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "SageMakerExecution/Role": ("service:sagemaker.amazonaws.com", ("aws:SourceAccount", "aws:SourceArn"), ()),
     "Plan/Role": ("service:lambda.amazonaws.com", (), ()),
+    "CapacityWatch/Role": ("service:lambda.amazonaws.com", (), ()),
     "Workflow/StateMachineRole": ("service:states.amazonaws.com", ("aws:SourceAccount", "aws:SourceArn"), ()),
     "DatasetSync/BucketAccessRole": ("service:datasync.amazonaws.com", ("aws:SourceAccount", "aws:SourceArn"), ()),
     "DatasetSync/FileSystemAccessRole": ("service:datasync.amazonaws.com", ("aws:SourceAccount", "aws:SourceArn"), ()),
@@ -93,6 +94,15 @@ PERMISSIONS: dict[str, dict[str, list[str]]] = {
             "servicequotas:ListAWSDefaultServiceQuotas",
         ],
     },
+    "CapacityWatch/Role": {
+        "self": [
+            "logs:CreateLogStream",
+            "logs:PutLogEvents",
+            "sagemaker:ListTrainingJobs",
+            "sagemaker:DescribeTrainingJob",
+        ],
+    },
+    "CapacityWatch/Function": {"service:events.amazonaws.com": ["lambda:InvokeFunction if aws:SourceArn"]},
     "Workflow/StateMachineRole": {
         "self": [
             "lambda:InvokeFunction",
@@ -274,6 +284,7 @@ ANY_RESOURCE: dict[str, str] = {
         f"servicequotas:{a}": "Service Quotas' List actions have no resource-level permission (read-only)"
         for a in ("ListServiceQuotas", "ListAWSDefaultServiceQuotas")
     },
+    "sagemaker:ListTrainingJobs": "List actions have no resource-level permission (read-only)",
     "cloudwatch:PutMetricData": "no resource-level permission; limited by the cloudwatch:namespace condition",
     **{
         f"xray:{a}": "X-Ray has no resource-level permissions for tracing"

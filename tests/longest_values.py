@@ -52,6 +52,7 @@ LONGEST = {
     ("AWS::Logs::LogGroup", "Arn"): arn("logs", "log-group:") + "l" * 512 + ":*",
     ("AWS::SNS::Topic", None): arn("sns", "t" * 256),
     ("AWS::DataSync::Task", "TaskArn"): arn("datasync", "task/task-") + HEX,
+    ("AWS::Events::Rule", "Arn"): arn("events", "rule/") + "r" * 64,
     ("AWS::StepFunctions::StateMachine", None): arn("states", "stateMachine:") + "m" * 80,
 }
 

@@ -107,7 +107,7 @@ def test_dashboard_has_the_workflow_host_progress_and_efs_charts(widgets: list[d
         "ExecutionsTimedOut",
         "ExecutionsAborted",
     ]
-    assert any(w["type"] == "alarm" and len(w["properties"]["alarms"]) == 3 + 7 for w in widgets)  # + health
+    assert any(w["type"] == "alarm" and len(w["properties"]["alarms"]) == 4 + 7 for w in widgets)  # + health
 
 
 def test_every_search_is_valid_and_limited_to_this_stacks_jobs(widgets: list[dict]):
@@ -199,11 +199,11 @@ def test_alarms_go_to_the_topic(template: dict):
         for k, r in resources(template, "AWS::CloudWatch::Alarm").items()
         if "Health" not in k
     }
-    assert set(alarms) == {"ExecutionsFailed", "ExecutionsTimedOut", "EFS"}
+    assert set(alarms) == {"ExecutionsFailed", "ExecutionsTimedOut", "EFS", "CapacityWaitHours"}
     topic = {"Ref": next(iter(resources(template, "AWS::SNS::Topic")))}
     for name, props in alarms.items():  # a failed execution e-mails once, from its NotifyFailure state
-        assert props.get("AlarmActions") == ([topic] if name == "EFS" else None), name
-        assert props["TreatMissingData"] == "notBreaching"
+        assert props.get("AlarmActions") == (None if name.startswith("Executions") else [topic]), name
+        assert props["TreatMissingData"] == ("breaching" if name == "CapacityWaitHours" else "notBreaching"), name
     for name in ("ExecutionsFailed", "ExecutionsTimedOut"):
         assert (alarms[name]["Namespace"], alarms[name]["Statistic"], alarms[name]["Threshold"]) == (
             "AWS/States",
@@ -218,6 +218,27 @@ def test_alarms_go_to_the_topic(template: dict):
         "MeteredIOBytes",
         "PermittedThroughput",
     }
+
+
+def test_a_job_waiting_for_capacity_past_the_stated_hours_or_a_silent_watchdog_e_mails_the_topic(template: dict):
+    """The watchdog runs every 15 minutes with the stage's prefix; 30 minutes at or above 6 h of waiting (the
+    default observability.capacity_wait_alarm_hours), or 30 minutes without its report, alarm to the topic."""
+    (alarm,) = [r["Properties"] for k, r in resources(template, "AWS::CloudWatch::Alarm").items() if "Capacity" in k]
+    assert (alarm["Namespace"], alarm["MetricName"], alarm["Statistic"], alarm["Period"]) == (
+        "GptPretraining",
+        "CapacityWaitHours",
+        "Maximum",
+        900,
+    )
+    assert alarm["Dimensions"] == [{"Name": "JobPrefix", "Value": "gpt-dev"}]
+    assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (6, "GreaterThanOrEqualToThreshold")
+    assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"], alarm["TreatMissingData"]) == (2, 2, "breaching")
+    (rule,) = [r["Properties"] for k, r in resources(template, "AWS::Events::Rule").items() if "Capacity" in k]
+    assert rule["ScheduleExpression"] == "rate(15 minutes)"
+    (target,) = rule["Targets"]
+    assert json.loads(target["Input"]) == {"job_prefix": "gpt-dev"}
+    function = next(k for k in template["Resources"] if k.startswith("CapacityWatchFunction"))
+    assert target["Arn"] == {"Fn::GetAtt": [function, "Arn"]}
 
 
 def test_cloudwatch_may_publish_to_the_encrypted_topic_only_from_this_accounts_alarms(template: dict):

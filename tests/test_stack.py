@@ -190,6 +190,7 @@ def test_roles_are_scoped(dev_template: Template):
         "logs:DescribeLogGroups",
         "servicequotas:ListServiceQuotas",
         "servicequotas:ListAWSDefaultServiceQuotas",
+        "sagemaker:ListTrainingJobs",
     }  # actions without resource-level permissions
     for policy in resources(dev_template, "AWS::IAM::Policy").values():
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]:

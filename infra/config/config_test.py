@@ -77,6 +77,9 @@ def test_default_account_comes_from_the_caller_unless_the_stage_names_one():
         ({"training": {"data_parallel_engine": "horovd"}}, "training.data_parallel_engine", "multi_worker_mirrored"),
         ({"training": {"data_source": "fsx"}}, "training.data_source", "efs, s3"),
         ({"training": {"max_run_hours": 1000}}, "training.max_run_hours", "at most 672"),
+        ({"training": {"spot_wait_hours": 673}}, "training.spot_wait_hours", "at most 672 (28 days of waiting)"),
+        ({"training": {"spot_wait_hours": 0}}, "training.spot_wait_hours", "a positive integer"),
+        ({"observability": {"capacity_wait_alarm_hours": 0}}, "observability.capacity_wait_alarm_hours", "1 to 672"),
         (
             {"training": {"global_batch_tokens": 1000}},
             "training.global_batch_tokens",

@@ -58,6 +58,9 @@ LOG_RETENTION_DAYS = (
 PROFILING_INTERVALS_MS = (100, 200, 500, 1000, 5000, 60000)  # what SageMaker Debugger accepts
 STATE_MACHINE_LOG_LEVELS = ("ALL", "ERROR")
 MAX_VOCAB = 2**32  # token ids are stored as uint32 at most
+# Our cap on training.spot_wait_hours (SageMaker has none on MaxWait): four weeks of waiting, as long as the longest
+# run; the training Task state's timeout outlasts the longest MaxWait it allows (plan_step/requests.py).
+MAX_SPOT_WAIT_HOURS = 28 * 24
 # cdk-nag's packs by class name without "Checks" (infra/nag.py runs them); AwsSolutions always runs.
 COMPLIANCE_PACKS = ("AwsSolutions", "NIST80053R5", "HIPAASecurity", "PCIDSS321")
 STAGE_NAME = r"[a-z][a-z0-9]{0,19}"  # no '-': gpt-<stage>- must not begin another stage's names
@@ -203,7 +206,11 @@ class TrainingConfig:
         image_forwards_signals: ``image_uri``'s entrypoint passes SIGTERM on to the training script itself, so the
             job runs the image as is (default false: a small init in front of it does, see plan_step/container.py).
         spot: managed spot training (checkpoints make interruptions harmless).
-        max_run_hours: the job's MaxRuntime; spot waits up to twice as long.
+        max_run_hours: the job's MaxRuntime: its hours of running, at most 672 (28 days, SageMaker's limit).
+        spot_wait_hours: with spot, the hours the job may wait for capacity in all, at the start and after each
+            interruption (default 72, at most 672): SageMaker stops it at MaxWait = max_run_hours +
+            spot_wait_hours (MaxWaitTimeExceeded); a rerun resumes from its checkpoints. The capacity alarm
+            (``observability.capacity_wait_alarm_hours``) tells the topic long before.
         data_source: ``efs`` (default; the dataset is staged to EFS) or ``s3`` (FastFile mode).
         volume_size_gb: EBS volume per instance.
         hf_checkpoint: also export a Hugging Face GPT-2 checkpoint (``hf/`` in the model archive: config.json,
@@ -229,6 +236,7 @@ class TrainingConfig:
     image_forwards_signals: bool = False
     spot: bool = True
     max_run_hours: int = 72
+    spot_wait_hours: int = 72
     data_source: str = "efs"
     volume_size_gb: int = 200
     hf_checkpoint: bool = True
@@ -285,6 +293,9 @@ class ObservabilityConfig:
         log_execution_data: include each state's input and output in the log (default true).
         efs_throughput_alarm_percent: alarm when EFS throughput stays above this share of the permitted
             throughput for 5 minutes (default 80).
+        capacity_wait_alarm_hours: e-mail the topic when a training job has waited this many hours for capacity
+            (Starting, Pending or Interrupted: no host working; default 6, 1 to 672), or when the watchdog that
+            measures it stops reporting (``infra/observability/capacity_alarm.py``).
         monthly_budget_usd: an AWS Budgets cost budget on the stage's ``stage`` tag that e-mails the topic at 80%
             of actual and 100% of forecast spend, in US dollars a month (default 1,000; 0: no budget).
         unsubscribed_reason: why a stage other than dev has no ``notification_email`` (at least 20 characters);
@@ -307,6 +318,7 @@ class ObservabilityConfig:
     state_machine_log_level: str = "ALL"
     log_execution_data: bool = True
     efs_throughput_alarm_percent: int = 80
+    capacity_wait_alarm_hours: int = 6
     monthly_budget_usd: int = 1000
     unsubscribed_reason: str = ""
 

@@ -16,6 +16,7 @@ from infra.config.sections import (
     COMPLIANCE_PACKS,
     ECR_IMAGE,
     LOG_RETENTION_DAYS,
+    MAX_SPOT_WAIT_HOURS,
     MAX_VOCAB,
     PROFILING_INTERVALS_MS,
     REGIONS,
@@ -224,6 +225,7 @@ def _validate_training(train: TrainingConfig) -> None:
         "instance_count",
         "model_parallel_degree",
         "max_run_hours",
+        "spot_wait_hours",
         "volume_size_gb",
     ):
         _positive(f"training.{name}", getattr(train, name))
@@ -262,6 +264,10 @@ def _validate_training(train: TrainingConfig) -> None:
     _one_of("training.data_source", train.data_source, ("efs", "s3"))
     if train.max_run_hours > SAGEMAKER_MAX_RUN_HOURS:
         raise ConfigError("training.max_run_hours", train.max_run_hours, f"at most {SAGEMAKER_MAX_RUN_HOURS} (28 days)")
+    if train.spot_wait_hours > MAX_SPOT_WAIT_HOURS:
+        raise ConfigError(
+            "training.spot_wait_hours", train.spot_wait_hours, f"at most {MAX_SPOT_WAIT_HOURS} (28 days of waiting)"
+        )
     _check_batch(train)
 
 
@@ -304,6 +310,9 @@ def _validate_observability(obs: ObservabilityConfig) -> None:
     for name in ("profile_start", "profile_steps", "max_skipped_steps"):
         if getattr(obs, name) < 0:
             raise ConfigError(f"observability.{name}", getattr(obs, name), "a non-negative integer")
+    if not 1 <= obs.capacity_wait_alarm_hours <= MAX_SPOT_WAIT_HOURS:
+        hours = obs.capacity_wait_alarm_hours
+        raise ConfigError("observability.capacity_wait_alarm_hours", hours, f"1 to {MAX_SPOT_WAIT_HOURS} hours")
 
 
 MIN_REASON_CHARACTERS = 20

@@ -372,7 +372,7 @@ def test_a_run_that_cannot_finish_in_its_max_run_hours_is_refused_naming_both_an
     raw["training"]["max_run_hours"] = 325
     assert plan_execution(raw, "e", settings, store)["requests"]["training"]["StoppingCondition"] == {
         "MaxRuntimeInSeconds": 325 * 3600,
-        "MaxWaitTimeInSeconds": 2 * 325 * 3600,
+        "MaxWaitTimeInSeconds": (325 + 72) * 3600,  # and 72 h of waiting for spot capacity (spot_wait_hours)
     }
 
 

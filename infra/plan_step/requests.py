@@ -11,6 +11,7 @@ preprocessing jobs' requests are ``processing_requests.py``, the training job's 
 from __future__ import annotations
 
 from infra.aws_limits import SAGEMAKER_MAX_RUN_HOURS, SAGEMAKER_UPLOAD_HOURS
+from infra.config import MAX_SPOT_WAIT_HOURS
 from infra.images import TENSORFLOW_VERSION, image_key
 from infra.instances import INSTANCE_TYPES
 from infra.plan_step import debugger
@@ -51,14 +52,13 @@ ENDPOINT_UPDATE_FIELDS = ("EndpointName", "EndpointConfigName")
 
 REPORT_FILE = "training-report.html"  # what train.py writes into TENSORBOARD_DIR (training/observe/report.py)
 PREPROCESS_HOURS = 24
-MAX_WAIT_FACTOR = 2  # a spot job's MaxWait: its MaxRuntime, and as long again waiting for capacity
 # How long a job's Task state waits before it times out (ASL's default is 60 s): longer than the job may take, so
 # that SageMaker's own limits end a job first. Processing: its MaxRuntime, plus an hour. Training: the longest
 # MaxWait a spot job may have, plus the upload SageMaker allows after it stops a job (SAGEMAKER_UPLOAD_HOURS).
 TASK_TIMEOUT_SECONDS = {
     "tokenizer": PREPROCESS_HOURS * 3600 + 3600,
     "shards": PREPROCESS_HOURS * 3600 + 3600,
-    "training": (MAX_WAIT_FACTOR * SAGEMAKER_MAX_RUN_HOURS + SAGEMAKER_UPLOAD_HOURS) * 3600,
+    "training": (SAGEMAKER_MAX_RUN_HOURS + MAX_SPOT_WAIT_HOURS + SAGEMAKER_UPLOAD_HOURS) * 3600,
 }
 
 
@@ -155,10 +155,11 @@ def training_job_request(settings: StackSettings, inp: WorkflowInput, name: str,
             **volume_key(settings, train.instance_type),
         },
         "VpcConfig": {"SecurityGroupIds": settings.security_group_ids, "Subnets": settings.subnet_ids},
-        # Spot waits up to as long again for capacity; SageMaker requires MaxWait >= MaxRuntime.
+        # Spot's MaxWait is the whole time the job may take, running and waiting for capacity (at the start and
+        # after each interruption) together: MaxRuntime plus spot_wait_hours of waiting in all.
         "StoppingCondition": {
             "MaxRuntimeInSeconds": max_run,
-            **({"MaxWaitTimeInSeconds": MAX_WAIT_FACTOR * max_run} if train.spot else {}),
+            **({"MaxWaitTimeInSeconds": max_run + train.spot_wait_hours * 3600} if train.spot else {}),
         },
         "EnableManagedSpotTraining": train.spot,
         "CheckpointConfig": {"S3Uri": f"s3://{settings.checkpoints_bucket}/{run_name}/", "LocalPath": CHECKPOINT_DIR},

@@ -106,10 +106,13 @@ def test_inter_container_encryption_is_on_unless_the_stage_turns_it_off_with_a_r
     assert training(off)["EnableInterContainerTrafficEncryption"] is False
 
 
-def test_spot_training_waits_longer_than_it_runs_and_checkpoints(settings):
+def test_spot_training_may_wait_its_stated_hours_for_capacity_besides_running_and_checkpoints(settings):
+    """MaxWait is the job's whole time, running and waiting (botocore's documentation of MaxWaitTimeInSeconds)."""
     request = training(settings, spot=True, max_run_hours=10)
     assert request["EnableManagedSpotTraining"] is True
-    assert request["StoppingCondition"] == {"MaxRuntimeInSeconds": 36_000, "MaxWaitTimeInSeconds": 72_000}
+    assert request["StoppingCondition"] == {"MaxRuntimeInSeconds": 36_000, "MaxWaitTimeInSeconds": (10 + 72) * 3600}
+    waits_a_day = training(settings, spot=True, max_run_hours=10, spot_wait_hours=24)
+    assert waits_a_day["StoppingCondition"]["MaxWaitTimeInSeconds"] == (10 + 24) * 3600
     assert request["CheckpointConfig"] == {"S3Uri": "s3://checkpoints-bucket/run/", "LocalPath": "/opt/ml/checkpoints"}
     on_demand = training(settings, spot=False, max_run_hours=10)
     assert on_demand["StoppingCondition"] == {"MaxRuntimeInSeconds": 36_000}
@@ -117,7 +120,8 @@ def test_spot_training_waits_longer_than_it_runs_and_checkpoints(settings):
 
 def test_each_job_state_waits_longer_than_its_job_may_take(settings):
     """A Task state that times out under a running job fails a run SageMaker would have finished."""
-    longest = training(settings, spot=True, max_run_hours=SAGEMAKER_MAX_RUN_HOURS)["StoppingCondition"]
+    longest = training(settings, spot=True, max_run_hours=SAGEMAKER_MAX_RUN_HOURS, spot_wait_hours=672)
+    longest = longest["StoppingCondition"]
     assert longest["MaxWaitTimeInSeconds"] == 2 * longest["MaxRuntimeInSeconds"] == 2 * 672 * 3600
     upload = (30 - 28) * 24 * 3600  # a stopped job's upload: "30 days" in total, of which MaxRuntime is at most 28
     assert requests.TASK_TIMEOUT_SECONDS["training"] >= longest["MaxWaitTimeInSeconds"] + upload
