@@ -138,6 +138,7 @@ class PretrainingStack(cdk.Stack):
             mount_targets=self.file_system.mount_targets_available,
             vpc=network.vpc,
             subnet=network.vpc.select_subnets(**network.job_subnets._values).subnets[0],
+            log_group=self._log_group("DataSyncLogs", config),
         )
         self.notifications = Notifications(self, "Notifications", key=self.key, email=config.notification_email)
         self.workflow = Workflow(

@@ -1,8 +1,8 @@
 """Reads every IAM statement out of a synthesized template, with stable names for principals and resources.
 
 Identity policies (``AWS::IAM::Policy``, a role's inline ``Policies`` and ``ManagedPolicyArns``) are attributed
-to their role; resource policies (KMS key policy, bucket and topic policies, a function's permissions) to the
-resource they protect.
+to their role; resource policies (KMS key policy, bucket and topic policies, a function's permissions,
+CloudWatch Logs' resource policies) to the resource they protect.
 Names are construct paths without the stack name, the trailing ``/Resource`` and the logical-id hash, so they
 stay put when a construct moves in the template; intrinsics are rendered as ``${path}`` / ``${path.Attr}``.
 """
@@ -10,6 +10,7 @@ stay put when a construct moves in the template; intrinsics are rendered as ``${
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from typing import Any
 
@@ -167,6 +168,11 @@ class PolicyReader:
                 if "SourceArn" in props:  # Lambda's AddPermission turns SourceArn into this condition
                     raw["Condition"] = {"ArnLike": {"aws:SourceArn": props["SourceArn"]}}
                 out.append(self._statement(holder, self.principal({"Service": props["Principal"]}), raw, source))
+            elif kind == "AWS::Logs::ResourcePolicy":  # a JSON string, tokens joined in; held by what it names
+                for s in json.loads(self.render(props["PolicyDocument"]))["Statement"]:
+                    for resource in _listed(s["Resource"]):
+                        holder = resource.removeprefix("${").removesuffix(".Arn}")
+                        out += [self._statement(holder, p, s, source) for p in self.principals(s["Principal"])]
             elif {"PolicyDocument", "FileSystemPolicy", "Policy"} & set(props):
                 raise AssertionError(f"{source}: {kind} carries a policy this reader does not know; add it")
         return out

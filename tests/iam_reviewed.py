@@ -102,6 +102,12 @@ PERMISSIONS: dict[str, dict[str, list[str]]] = {
             "sagemaker:DescribeTrainingJob",
         ],
     },
+    "DataSyncLogs": {
+        "service:datasync.amazonaws.com": [
+            "logs:CreateLogStream if aws:SourceAccount, aws:SourceArn",
+            "logs:PutLogEvents if aws:SourceAccount, aws:SourceArn",
+        ]
+    },
     "CapacityWatch/Function": {"service:events.amazonaws.com": ["lambda:InvokeFunction if aws:SourceArn"]},
     "Workflow/StateMachineRole": {
         "self": [

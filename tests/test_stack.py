@@ -93,6 +93,21 @@ def test_efs_is_encrypted_elastic_and_mounted_in_private_subnets(prod_template: 
     prod_template.has_resource_properties("AWS::EFS::AccessPoint", {"RootDirectory": {"Path": "/datasets"}})
 
 
+def test_the_datasync_task_logs_each_file_to_an_encrypted_log_group_it_is_admitted_to(dev_template: Template):
+    """A failed verify then names the file (DataSync's user guide: log level TRANSFER logs every file transferred
+    and verified); Basic-mode tasks write only where a CloudWatch Logs resource policy admits DataSync."""
+    template = dev_template.to_json()["Resources"]
+    (task,) = resources(dev_template, "AWS::DataSync::Task").values()
+    group = task["Properties"]["CloudWatchLogGroupArn"]["Fn::GetAtt"][0]
+    assert task["Properties"]["Options"]["LogLevel"] == "TRANSFER"
+    assert template[group]["Type"] == "AWS::Logs::LogGroup" and "KmsKeyId" in template[group]["Properties"]
+    ((policy_id, policy),) = resources(dev_template, "AWS::Logs::ResourcePolicy").items()
+    assert policy_id in task["DependsOn"]  # admitted before the task can first run
+    document = policy["Properties"]["PolicyDocument"]["Fn::Join"][1]
+    assert {"Fn::GetAtt": [group, "Arn"]} in document
+    assert '"Principal":{"Service":"datasync.amazonaws.com"}' in document[0]
+
+
 def test_nfs_is_admitted_only_from_the_jobs_and_datasync_security_groups(dev_template: Template):
     ingress = [r["Properties"] for r in resources(dev_template, "AWS::EC2::SecurityGroupIngress").values()]
     nfs = [rule for rule in ingress if rule.get("FromPort") == 2049]

@@ -12,6 +12,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_efs as efs
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct, IDependable
 
@@ -28,6 +29,7 @@ class DatasetSync(Construct):
         mount_targets: the file system's mount targets, which the destination location waits for.
         vpc, subnet: a subnet with a mount target, where DataSync places its network interface, in a group of
             its own that may reach the file system's mount targets over NFS and nothing else.
+        log_group: where the task logs each file it transfers and verifies, and each error (log level TRANSFER).
     """
 
     def __init__(
@@ -42,6 +44,7 @@ class DatasetSync(Construct):
         mount_targets: IDependable,
         vpc: ec2.IVpc,
         subnet: ec2.ISubnet,
+        log_group: logs.ILogGroup,
     ) -> None:
         super().__init__(scope, id)
         self._stack = cdk.Stack.of(self)
@@ -55,7 +58,8 @@ class DatasetSync(Construct):
         # policy exists. CloudFormation orders resources only by references and DependsOn.
         destination.node.add_dependency(mount_targets, efs_role)
         source.node.add_dependency(bucket_role)
-        self.task = self._task(source, destination)
+        self.task = self._task(source, destination, log_group)
+        self.task.node.add_dependency(self._admit_logs(log_group))  # its first execution may log at once
 
     def _principal(self) -> iam.ServicePrincipal:
         """DataSync of this account and region only: the keys DataSync's user guide gives for the roles of its
@@ -164,16 +168,21 @@ class DatasetSync(Construct):
             ),
         )
 
-    def _task(self, source: datasync.CfnLocationS3, destination: datasync.CfnLocationEFS) -> datasync.CfnTask:
+    def _task(
+        self, source: datasync.CfnLocationS3, destination: datasync.CfnLocationEFS, log_group: logs.ILogGroup
+    ) -> datasync.CfnTask:
         """Copies what changed, verifies it, deletes what the source no longer has (a dataset made anew leaves no
-        earlier run's shard on EFS); no POSIX metadata."""
+        earlier run's shard on EFS); no POSIX metadata. Logs each file and each error: a failed verify names the
+        file, not only an error code."""
         return datasync.CfnTask(
             self,
             "Task",
             name=f"{self._stack.stack_name}-datasets-to-efs",
             source_location_arn=source.attr_location_arn,
             destination_location_arn=destination.attr_location_arn,
+            cloud_watch_log_group_arn=log_group.log_group_arn,
             options=datasync.CfnTask.OptionsProperty(
+                log_level="TRANSFER",
                 verify_mode="ONLY_FILES_TRANSFERRED",
                 overwrite_mode="ALWAYS",
                 transfer_mode="CHANGED",
@@ -182,4 +191,28 @@ class DatasetSync(Construct):
                 uid="NONE",
                 gid="NONE",
             ),
+        )
+
+    def _admit_logs(self, log_group: logs.ILogGroup) -> logs.ResourcePolicy:
+        """DataSync (a Basic-mode task) writes to a log group only where a CloudWatch Logs resource policy admits
+        it: the form of DataSync's user guide ("Allowing DataSync to upload logs to CloudWatch log groups"), for
+        this one log group. Such policies are account-wide, at most 10 per region (CloudWatch Logs' quotas)."""
+        stack = self._stack
+        return logs.ResourcePolicy(
+            self,
+            "LogsPolicy",
+            resource_policy_name=f"{stack.stack_name}-datasync-logs",
+            policy_statements=[
+                iam.PolicyStatement(
+                    principals=[iam.ServicePrincipal("datasync.amazonaws.com")],
+                    actions=["logs:PutLogEvents", "logs:CreateLogStream"],
+                    resources=[log_group.log_group_arn],
+                    conditions={
+                        "ArnLike": {
+                            "aws:SourceArn": f"arn:{stack.partition}:datasync:{stack.region}:{stack.account}:task/*"
+                        },
+                        "StringEquals": {"aws:SourceAccount": stack.account},
+                    },
+                )
+            ],
         )
