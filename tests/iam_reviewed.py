@@ -26,11 +26,6 @@ ROLES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
         (),
         ("service-role/AWSLambdaBasicExecutionRole",),
     ),
-    "Efs/Backup/Plan/FileSystem/Role": (
-        "service:backup.amazonaws.com",
-        (),
-        ("service-role/AWSBackupServiceRolePolicyForBackup",),
-    ),
 }
 
 AUTO_DELETE = "role:Custom::S3AutoDeleteObjectsCustomResourceProvider/Role"
@@ -246,7 +241,6 @@ ONLY_WITH: dict[str, list[tuple[str, str | None]]] = {
         ("Custom::S3AutoDeleteObjectsCustomResourceProvider/Role", None),
         *((f"Buckets/{name}", AUTO_DELETE) for name in ("AccessLogs", "Raw", "Datasets", "Checkpoints", "Models")),
     ],
-    "retain_data": [("Efs/Backup/Plan/FileSystem/Role", None)],
     "isolated": [
         (f"Network/Vpc/{name}", None)
         for name in ("S3", "SageMakerApi", "SageMakerRuntime", "EcrApi", "EcrDocker", "Logs", "Monitoring", "Sts")

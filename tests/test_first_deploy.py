@@ -96,10 +96,8 @@ def test_no_function_reserves_concurrency_by_default(stage: str):
 
 
 def test_retained_names_differ_for_each_creation_of_the_stack():
-    """After `cdk destroy` the retained vault keeps its name; a fixed name would fail the next deploy."""
+    """After `cdk destroy` a retained log group keeps its name; a fixed name would fail the next deploy."""
     resources = synth_template("prod")["Resources"]
-    (vault,) = (r for r in resources.values() if r["Type"] == "AWS::Backup::BackupVault")
-    assert vault["DeletionPolicy"] == "Retain" and "AWS::StackId" in _resolved(vault["Properties"]["BackupVaultName"])
     for r in resources.values():
         name = r.get("Properties", {}).get("LogGroupName")
         if r["Type"] == "AWS::Logs::LogGroup" and name and r.get("DeletionPolicy") == "Retain":

@@ -150,7 +150,6 @@ def settings(stage: str) -> set[str]:
         name
         for name, on in (
             ("auto_delete", not config.storage.retain_data),
-            ("retain_data", config.storage.retain_data),
             ("isolated", config.network.isolated),
         )
         if on

@@ -56,18 +56,12 @@ def test_what_is_costly_to_make_again_is_versioned_and_old_versions_expire(prod_
     assert expiry == {"datasets/": [7], "checkpoints/": [3], "models/": [30]}  # raw: only people upload to it
 
 
-def test_a_stage_that_retains_data_backs_the_file_system_up_in_its_own_vault(dev_template, prod_template):
-    key = next(iter(resources(prod_template, "AWS::KMS::Key")))
-    prod_template.has_resource("AWS::Backup::BackupVault", {"DeletionPolicy": "Retain"})
-    prod_template.has_resource_properties(
-        "AWS::Backup::BackupVault", {"EncryptionKeyArn": {"Fn::GetAtt": [key, "Arn"]}}
-    )
-    (selection,) = resources(prod_template, "AWS::Backup::BackupSelection").values()
-    ((file_system, props),) = resources(prod_template, "AWS::EFS::FileSystem").items()
-    assert file_system in str(selection["Properties"]["BackupSelection"]["Resources"])
-    assert "BackupPolicy" not in props["Properties"]  # no automatic backups besides (off unless enabled via the API)
-    dev_template.resource_count_is("AWS::Backup::BackupPlan", 0)  # dev: EFS automatic backups
-    dev_template.has_resource_properties("AWS::EFS::FileSystem", {"BackupPolicy": {"Status": "ENABLED"}})
+def test_no_stage_backs_up_the_file_system_a_cache_of_the_datasets_bucket(dev_template, prod_template):
+    """Issue 49 item 7: EFS holds only what DataSync stages from the (versioned, retained) datasets bucket."""
+    for template in (dev_template, prod_template):
+        for kind in ("AWS::Backup::BackupPlan", "AWS::Backup::BackupVault", "AWS::Backup::BackupSelection"):
+            template.resource_count_is(kind, 0)
+        template.has_resource_properties("AWS::EFS::FileSystem", {"BackupPolicy": {"Status": "DISABLED"}})
 
 
 def test_data_survives_destroy_by_default_and_dev_may_delete(dev_template: Template, prod_template: Template):

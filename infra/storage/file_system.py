@@ -10,9 +10,13 @@ from constructs import Construct, DependencyGroup, IDependable
 
 from infra.config import StorageConfig
 from infra.nag import acknowledge_compliance
-from infra.storage.backup import FileSystemBackup
 
 DATASETS_PATH = "/datasets"
+NOT_BACKED_UP = (
+    "The file system is a cache: it holds only copies of datasets that DataSync stages from the datasets bucket "
+    "(versioned, encrypted, retained with the data) again on demand, so a backup would pay to keep a second copy of "
+    "what the bucket already keeps. EFS automatic backups are off too."
+)
 THROUGHPUT_MODES = {
     "elastic": efs.ThroughputMode.ELASTIC,
     "bursting": efs.ThroughputMode.BURSTING,
@@ -27,9 +31,9 @@ class DatasetFileSystem(Construct):
         vpc, subnets: where the mount targets go (the jobs' private subnets).
         clients: the security group whose members may mount (NFS, TCP 2049).
         key: the KMS key for encryption at rest.
-        config: throughput mode and removal policy; a stage that retains data backs the file system up with
-            an AWS Backup plan of its own (``FileSystemBackup``), one that does not with EFS automatic backups.
-            With ``existing.file_system_id`` the retained file system is adopted as it is and given mount targets
+        config: throughput mode and removal policy. No stage backs the file system up: it is a cache of the
+            datasets bucket (versioned, retained), which DataSync stages into it again on demand. With
+            ``existing.file_system_id`` the retained file system is adopted as it is and given mount targets
             (the destroyed stack deleted its own with its VPC).
 
     Attributes:
@@ -59,17 +63,9 @@ class DatasetFileSystem(Construct):
         self.mount_targets_available: IDependable
         existing = config.existing.file_system_id
         self.file_system = self._adopt(existing, vpc, subnets) if existing else self._create(vpc, subnets, key, config)
-        if config.retain_data:
-            self.backup = FileSystemBackup(self, "Backup", file_system=self.file_system, key=key)
-        elif not existing:
+        if not existing:
             acknowledge_compliance(
-                self.file_system,
-                {
-                    "EFSInBackupPlan": "This stage does not retain data (storage.retain_data false): the file system "
-                    "holds only a copy of a dataset that DataSync stages from the datasets bucket again on demand. "
-                    "EFS automatic backups are on (AWS Backup's default plan, which cdk-nag cannot see).",
-                },
-                packs=("NIST80053R5", "HIPAASecurity"),
+                self.file_system, {"EFSInBackupPlan": NOT_BACKED_UP}, packs=("NIST80053R5", "HIPAASecurity")
             )
         # DataSync writes the dataset through this access point; training reads the same directory.
         access = {"path": DATASETS_PATH, "create_acl": efs.Acl(owner_uid="0", owner_gid="0", permissions="755")}
@@ -111,7 +107,6 @@ class DatasetFileSystem(Construct):
             performance_mode=efs.PerformanceMode.GENERAL_PURPOSE,
             throughput_mode=THROUGHPUT_MODES[config.efs_throughput_mode],
             provisioned_throughput_per_second=Size.mebibytes(config.efs_provisioned_mibps) if provisioned else None,
-            enable_automatic_backups=not config.retain_data,
             # A dataset no job read for 14 days moves to Infrequent Access (about 5% of Standard's price per GB);
             # the first read of a file brings it back.
             lifecycle_policy=efs.LifecyclePolicy.AFTER_14_DAYS,
@@ -122,5 +117,9 @@ class DatasetFileSystem(Construct):
             allow_anonymous_access=True,
             removal_policy=RemovalPolicy.RETAIN if config.retain_data else RemovalPolicy.DESTROY,
         )
+        # Said, not left out: a stage first deployed with automatic backups on (dev, before) gets them turned off
+        # by the update, rather than depending on what an unspecified BackupPolicy means on update.
+        cfn = file_system.node.default_child
+        cfn.backup_policy = efs.CfnFileSystem.BackupPolicyProperty(status="DISABLED")
         self.mount_targets_available = file_system.mount_targets_available
         return file_system
