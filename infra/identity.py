@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from aws_cdk import Stack
+from aws_cdk import Aws, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_efs as efs
 from aws_cdk import aws_iam as iam
@@ -28,6 +28,13 @@ NETWORK_INTERFACE_REASONS = {
 }
 
 
+def source_keys_statement(key_arns: Iterable[str]) -> iam.PolicyStatement:
+    """Decrypt objects of the source buckets encrypted with keys of their own (``source_bucket_keys``), through S3
+    only: the jobs' role and the Plan function read them."""
+    s3_only = {"StringEquals": {"kms:ViaService": f"s3.{Aws.REGION}.amazonaws.com"}}
+    return iam.PolicyStatement(actions=["kms:Decrypt"], resources=list(key_arns), conditions=s3_only)
+
+
 class SageMakerExecutionRole(Construct):
     """The execution role of the processing, training and hosting jobs.
 
@@ -38,6 +45,7 @@ class SageMakerExecutionRole(Construct):
     Args:
         read_buckets, write_buckets: buckets the jobs read, and read and write.
         key: the data KMS key.
+        source_keys: ARNs of the KMS keys the source buckets' objects are encrypted with, decrypted through S3.
         file_system: the dataset file system.
         vpc: the VPC where jobs create their network interfaces.
         images: the jobs' image URIs (their ECR repositories may be pulled from).
@@ -52,6 +60,7 @@ class SageMakerExecutionRole(Construct):
         read_buckets: list[s3.IBucket],
         write_buckets: list[s3.IBucket],
         key: kms.IKey,
+        source_keys: Iterable[str],
         file_system: efs.IFileSystem,
         vpc: ec2.IVpc,
         images: Iterable[str],
@@ -62,6 +71,8 @@ class SageMakerExecutionRole(Construct):
         self.policy = iam.Policy(self, "Policy", roles=[self.role])
         self._allow_buckets([*read_buckets, *write_buckets], write_buckets)
         self._allow_key(key)
+        if source_keys := list(source_keys):
+            self.policy.add_statements(source_keys_statement(source_keys))
         self._allow_file_system(file_system)
         self._allow_network_interfaces(vpc)
         self._allow_images(images)

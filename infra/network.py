@@ -33,6 +33,7 @@ JOB_S3_ACTIONS = [
     "s3:DeleteObject",
     "s3:AbortMultipartUpload",
 ]
+SOURCE_READ_ACTIONS = ["s3:GetBucketLocation", "s3:ListBucket", "s3:GetObject"]  # what jobs do with a source bucket
 
 
 # Why the jobs' group admits all traffic from itself (the compliance packs' EC2RestrictedCommonPorts).
@@ -59,10 +60,19 @@ class Network(Construct):
         config: the stage's network settings.
         cidr: the VPC's address range (``StageConfig.vpc_cidr``).
         flow_log_group: where VPC flow logs go (encrypted, with retention).
+        source_buckets: the stage's other buckets of corpora and tokenizers, in any account: an isolated VPC's S3
+            endpoint admits reading them besides this account's buckets (default none).
     """
 
     def __init__(
-        self, scope: Construct, id: str, *, config: NetworkConfig, cidr: str, flow_log_group: logs.ILogGroup
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: NetworkConfig,
+        cidr: str,
+        flow_log_group: logs.ILogGroup,
+        source_buckets: tuple[str, ...] = (),
     ) -> None:
         super().__init__(scope, id)
         private = ec2.SubnetType.PRIVATE_ISOLATED if config.isolated else ec2.SubnetType.PRIVATE_WITH_EGRESS
@@ -108,7 +118,7 @@ class Network(Construct):
         self.job_subnets = ec2.SubnetSelection(subnet_type=private)
         s3_endpoint = self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)
         if config.isolated:
-            self._limit_s3_endpoint(s3_endpoint)
+            self._limit_s3_endpoint(s3_endpoint, source_buckets)
         self.jobs_security_group = ec2.SecurityGroup(
             self,
             "JobsSecurityGroup",
@@ -159,12 +169,13 @@ class Network(Construct):
                 )
             )
 
-    def _limit_s3_endpoint(self, endpoint: ec2.GatewayVpcEndpoint) -> None:
+    def _limit_s3_endpoint(self, endpoint: ec2.GatewayVpcEndpoint, source_buckets: tuple[str, ...]) -> None:
         """With no internet route, the S3 endpoint is the jobs' only way out: only this account's buckets.
 
         Without a policy, code in a job could write to any bucket in the region, e.g. with a presigned URL of
         another account's. ECR serves image layers (the Deep Learning Containers, Debugger's rule image) from
-        an AWS-owned bucket, which is admitted for reading only.
+        an AWS-owned bucket, which is admitted for reading only; so are the stage's ``source_buckets``, which may
+        be another account's.
         """
         stack = Stack.of(self)
         endpoint.add_to_policy(
@@ -182,3 +193,11 @@ class Network(Construct):
                 resources=[f"arn:{stack.partition}:s3:::prod-{stack.region}-starport-layer-bucket/*"],
             )
         )
+        if source_buckets:
+            endpoint.add_to_policy(
+                iam.PolicyStatement(
+                    principals=[iam.AnyPrincipal()],
+                    actions=SOURCE_READ_ACTIONS,
+                    resources=[f"arn:{stack.partition}:s3:::{b}{end}" for b in source_buckets for end in ("", "/*")],
+                )
+            )

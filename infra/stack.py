@@ -56,7 +56,14 @@ class PretrainingStack(cdk.Stack):
         storage = config.storage
         self.key = DataKey(self, "DataKey", retain=storage.retain_data, existing_arn=storage.existing.kms_key_arn).key
         flow_logs = encrypted_log_group(self, "FlowLogs", key=self.key, config=storage)
-        self.network = Network(self, "Network", config=config.network, cidr=config.vpc_cidr, flow_log_group=flow_logs)
+        self.network = Network(
+            self,
+            "Network",
+            config=config.network,
+            cidr=config.vpc_cidr,
+            flow_log_group=flow_logs,
+            source_buckets=config.source_buckets,
+        )
         self.buckets = DataBuckets(self, "Buckets", key=self.key, config=storage)
         self.file_system = DatasetFileSystem(
             self,
@@ -81,6 +88,7 @@ class PretrainingStack(cdk.Stack):
             read_buckets=[self.buckets.raw, *self.source_buckets],
             write_buckets=[self.buckets.datasets, self.buckets.checkpoints, self.buckets.models],
             key=self.key,
+            source_keys=config.source_bucket_keys,
             file_system=self.file_system.file_system,
             vpc=self.network.vpc,
             images=self.sdk["images"].values(),
@@ -116,7 +124,7 @@ class PretrainingStack(cdk.Stack):
             **self.sdk,
             stage=json.loads(json.dumps(dataclasses.asdict(config))),  # JSON values only: jsii takes no tuple
         )
-        plan = PlanFunction(
+        self.plan = plan = PlanFunction(
             self,
             "Plan",
             settings=dataclasses.asdict(settings),
@@ -125,6 +133,7 @@ class PretrainingStack(cdk.Stack):
             raw=buckets.raw,
             models=buckets.models,
             sources=self.source_buckets,
+            source_keys=config.source_bucket_keys,
             log_group=self._log_group("PlanLogs", config),
             reserved_concurrency=config.security.plan_reserved_concurrency,
         )
@@ -218,6 +227,7 @@ class PretrainingStack(cdk.Stack):
             cdk.CfnOutput(self, f"{name.title()}Bucket", value=bucket.bucket_name)
         cdk.CfnOutput(self, "FileSystemId", value=self.file_system.file_system.file_system_id)
         cdk.CfnOutput(self, "ExecutionRoleArn", value=self.execution_role.role.role_arn)
+        cdk.CfnOutput(self, "PlanRoleArn", value=self.plan.role.role_arn)  # with it, admitted by a source bucket
         cdk.CfnOutput(self, "VpcId", value=self.network.vpc.vpc_id)
         cdk.CfnOutput(self, "StateMachineArn", value=self.workflow.state_machine.state_machine_arn)
         cdk.CfnOutput(self, "TopicArn", value=self.notifications.topic.topic_arn)

@@ -38,6 +38,12 @@ class FolderStore:
     def read_bytes(self, uri: str) -> bytes:
         return self.path(uri).read_bytes()
 
+    def encryption_key(self, uri: str) -> str | None:
+        """Reads the file's first byte; a folder encrypts nothing."""
+        with self.path(uri).open("rb") as file:
+            file.read(1)
+        return None
+
     def delete(self, uris: list[str]) -> None:
         for uri in uris:
             self.path(uri).unlink(missing_ok=True)

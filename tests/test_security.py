@@ -280,17 +280,43 @@ def test_security_md_states_each_wildcard_and_resource_star_reason():
     assert PLACEHOLDER_ACCOUNT not in text  # the review is written for any account
 
 
+def test_an_isolated_stage_admits_its_source_buckets_of_any_account_for_reading(tmp_path_factory):
+    """prod's S3 gateway endpoint is its jobs' only way out: this account's buckets, ECR's layers, the sources."""
+    override = tmp_path_factory.mktemp("cfg") / "sources.json"
+    override.write_text(json.dumps({"source_buckets": ["other-accounts-corpora"]}))
+    statements = [s for s in PolicyReader(synth_template("prod", str(override))).statements()]
+    endpoint = [s for s in statements if s.holder == "Network/Vpc/S3"]
+    sources = [s for s in endpoint if any("other-accounts-corpora" in r for r in s.resources)]
+    assert [(s.actions, s.resources, s.conditions) for s in sources] == [
+        (
+            ("s3:GetBucketLocation", "s3:GetObject", "s3:ListBucket"),
+            ("arn:aws:s3:::other-accounts-corpora", "arn:aws:s3:::other-accounts-corpora/*"),
+            {},
+        )
+    ]
+
+
 def test_source_buckets_and_a_custom_image_widen_only_reads_and_pulls(tmp_path_factory: pytest.TempPathFactory):
     image = "111122223333.dkr.ecr.us-east-1.amazonaws.com/tf-horovod:2.11"
     override = tmp_path_factory.mktemp("cfg") / "sources.json"
-    override.write_text(
-        json.dumps({"source_buckets": ["corpora"], "training": {"image_uri": image, "data_parallel_engine": "mpi"}})
-    )
+    key = "arn:aws:kms:us-east-1:111122223333:key/0b7a8c6e-1d2f-4a3b-9c8d-7e6f5a4b3c2d"
+    training = {"image_uri": image, "data_parallel_engine": "mpi"}
+    override.write_text(json.dumps({"source_buckets": ["corpora"], "source_bucket_keys": [key], "training": training}))
     template = synth_template("dev", str(override))
-    assert unreviewed(template, "dev") == []
+    # The one grant that exists only with source_bucket_keys: decrypting the sources' objects, through S3 only.
+    assert unreviewed(template, "dev") == [
+        f"new, not reviewed: {role} <- self: kms:Decrypt if kms:ViaService"
+        for role in ("Plan/Role", "SageMakerExecution/Role")
+    ]
+    rendered = key.replace("us-east-1", "${AWS::Region}")  # as the reader writes this test's region
+    decrypts = [s for s in PolicyReader(template).statements() if s.resources == (rendered,)]
+    assert {(s.holder, s.actions, json.dumps(s.conditions)) for s in decrypts} == {
+        (role, ("kms:Decrypt",), '{"StringEquals": {"kms:ViaService": ["s3.${AWS::Region}.amazonaws.com"]}}')
+        for role in ("Plan/Role", "SageMakerExecution/Role")
+    }
     grants = {(s.holder, a, r) for s in PolicyReader(template).statements() for a in s.actions for r in s.resources}
     assert ("SageMakerExecution/Role", "s3:GetObject", "arn:aws:s3:::corpora/*") in grants
-    assert ("Plan/Role", "s3:GetObject", "arn:aws:s3:::corpora/*.json") in grants
+    assert ("Plan/Role", "s3:GetObject", "arn:aws:s3:::corpora/*") in grants  # one byte of a corpus file (Plan)
     repository = "arn:aws:ecr:${AWS::Region}:111122223333:repository/tf-horovod"
     pull = ("SageMakerExecution/Role", "ecr:BatchGetImage", repository)
     assert pull in grants

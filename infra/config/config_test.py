@@ -62,6 +62,12 @@ def test_default_account_comes_from_the_caller_unless_the_stage_names_one():
         ({"training": {"image_uri": "my-image"}}, "training.image_uri", "an ECR image URI"),
         ({"source_buckets": "corpora"}, "source_buckets", "a JSON array of strings"),
         ({"source_buckets": ["s3://corpora"]}, "source_buckets", "S3 bucket names"),
+        ({"source_bucket_keys": ["alias/corpora"]}, "source_bucket_keys", "KMS key ARNs"),
+        (
+            {"source_bucket_keys": ["arn:aws:kms:us-east-1:111122223333:alias/corpora"]},
+            "source_bucket_keys",
+            "(not an alias)",
+        ),
         ({"training": {"instance_type": "ml.p4d.24xlarg"}}, "training.instance_type", "did you mean 'ml.p4d.24xlarge'"),
         ({"preprocessing": {"instance_type": "c5.9xlarge"}}, "preprocessing.instance_type", "ml.c5.9xlarge"),
         ({"deploy": {"instance_type": "ml.x1.huge"}}, "deploy.instance_type", "one of"),

@@ -65,6 +65,7 @@ MAX_SPOT_WAIT_HOURS = 28 * 24
 COMPLIANCE_PACKS = ("AwsSolutions", "NIST80053R5", "HIPAASecurity", "PCIDSS321")
 STAGE_NAME = r"[a-z][a-z0-9]{0,19}"  # no '-': gpt-<stage>- must not begin another stage's names
 BUCKET_NAME = r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"
+KMS_KEY_ARN = r"arn:aws(-cn|-us-gov)?:kms:[a-z0-9-]+:\d{12}:key/(mrk-)?[0-9a-f-]{32,36}"  # a key's ARN, no alias
 ECR_IMAGE = r"\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/[a-z0-9][a-z0-9._/-]*(:[\w.-]+|@sha256:[0-9a-f]{64})"
 
 
@@ -353,8 +354,12 @@ class SecurityConfig:
 class StageConfig:
     """Everything one deployment of the stack is configured with.
 
-    ``source_buckets``: buckets besides the stack's raw bucket that corpora and tokenizers may be read from;
-    the jobs' role (and the Plan function, for listing) may then read them.
+    ``source_buckets``: buckets besides the stack's raw bucket that corpora and tokenizers may be read from, in
+    this account or another (whose bucket policy must then admit the stack's execution and Plan roles); the jobs'
+    role and the Plan function may then read them, and an isolated stage's S3 endpoint admits them.
+    ``source_bucket_keys``: ARNs of the KMS keys those buckets' objects are encrypted with, when not the stack's
+    own (the keys' policies must admit the same roles); the roles may decrypt with them through S3. The Plan step
+    reads one file of each corpus source and refuses one encrypted with a key not listed here.
 
     Example:
         >>> from infra.config import load_stage_config
@@ -368,6 +373,7 @@ class StageConfig:
     region: str = "us-east-1"
     notification_email: str | None = None
     source_buckets: tuple[str, ...] = ()
+    source_bucket_keys: tuple[str, ...] = ()
     network: NetworkConfig = NetworkConfig()
     storage: StorageConfig = StorageConfig()
     preprocessing: PreprocessingConfig = PreprocessingConfig()

@@ -15,6 +15,7 @@ from infra.config.sections import (
     BUCKET_NAME,
     COMPLIANCE_PACKS,
     ECR_IMAGE,
+    KMS_KEY_ARN,
     LOG_RETENTION_DAYS,
     MAX_SPOT_WAIT_HOURS,
     MAX_VOCAB,
@@ -94,6 +95,11 @@ def validate(config: StageConfig) -> None:
     for bucket in config.source_buckets:
         if not re.fullmatch(BUCKET_NAME, bucket):
             raise ConfigError("source_buckets", bucket, "S3 bucket names (3-63 lower-case letters, digits, '.', '-')")
+    for key in config.source_bucket_keys:
+        if not re.fullmatch(KMS_KEY_ARN, key):
+            raise ConfigError(
+                "source_bucket_keys", key, "KMS key ARNs, arn:aws:kms:REGION:ACCOUNT:key/KEY-ID (not an alias)"
+            )
     _validate_network(config.network, config.region)
     _validate_storage(config.storage)
     _validate_existing(config)

@@ -28,6 +28,10 @@ class ObjectStore(Protocol):
     def delete(self, uris: list[str]) -> None:
         """Deletes the objects (of one bucket); a versioned bucket keeps them as noncurrent versions."""
 
+    def encryption_key(self, uri: str) -> str | None:
+        """Reads the object's first byte, as a job reads it, and returns the ARN of the KMS key it is encrypted
+        with (None: not with KMS); a PermissionError says why it could not be read."""
+
 
 class S3Store:
     """The real thing, through boto3 (present in every Lambda Python runtime)."""
@@ -51,6 +55,17 @@ class S3Store:
     def read_bytes(self, uri: str) -> bytes:
         bucket, key = split_uri(uri)
         return self._s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+
+    def encryption_key(self, uri: str) -> str | None:
+        from botocore.exceptions import ClientError
+
+        bucket, key = split_uri(uri)
+        try:
+            answer = self._s3.get_object(Bucket=bucket, Key=key, Range="bytes=0-0")
+        except ClientError as error:  # AccessDenied: the bucket's policy, or the object's KMS key
+            raise PermissionError(f"{error.response['Error']['Code']}: {error.response['Error']['Message']}") from error
+        answer["Body"].close()
+        return answer.get("SSEKMSKeyId")
 
     def delete(self, uris: list[str]) -> None:
         for start in range(0, len(uris), DELETE_BATCH):

@@ -25,6 +25,7 @@ from infra.plan_step.settings import StackSettings
 from infra.plan_step.sources import (
     check_buckets,
     check_corpus_given,
+    check_corpus_readable,
     check_given_tokenizer,
     check_reuse,
     corpus_sources,
@@ -153,9 +154,11 @@ def plan_execution(
 def _corpus_files(
     settings: StackSettings, inp: WorkflowInput, store: ObjectStore
 ) -> tuple[dict[str, list[tuple[str, int]]], list[str]]:
-    """Each source's files preprocessing reads (URI, size), and the URIs of those in a format it cannot read."""
+    """Each source's files preprocessing reads (URI, size), and the URIs of those in a format it cannot read; the
+    first file of each is read as the jobs will read it."""
     formats = training_module("formats")
     corpus: dict[str, list[tuple[str, int]]] = {}
+    first_files: dict[str, str] = {}
     unsupported: list[str] = []
     for where, source in corpus_sources(settings, inp):
         listed = store.list(source.s3_uri)
@@ -168,6 +171,7 @@ def _corpus_files(
                 "corpus first"
             )
         corpus[source.name] = files
+        first_files[f"{where}.s3_uri"] = files[0][0]
         unsupported += others
     most = max(len(files) for files in corpus.values())
     if inp.preprocessing.instance_count > most:
@@ -176,6 +180,10 @@ def _corpus_files(
             f"preprocessing.instance_count: {inp.preprocessing.instance_count} is not valid; expected {expected} "
             "(each instance receives whole files)"
         )
+    try:
+        check_corpus_readable(settings, first_files, store)
+    except ConfigError as error:
+        raise InputError(str(error)) from error
     return corpus, unsupported
 
 

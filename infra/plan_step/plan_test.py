@@ -176,6 +176,48 @@ def test_source_buckets_of_the_stage_may_hold_the_corpus(settings, store):
     assert plan["requests"]["shards"]["ProcessingInputs"][1]["S3Input"]["S3Uri"] == "s3://corpora/c4/"
 
 
+class KeyedStore(FolderStore):
+    """The folder, but a bucket's objects are encrypted with a KMS key of its own, or unreadable (S3's answers)."""
+
+    def __init__(self, root, keys: dict[str, str | PermissionError]):
+        super().__init__(root)
+        self.keys = keys
+
+    def encryption_key(self, uri: str) -> str | None:
+        answer = self.keys.get(uri[5:].partition("/")[0])
+        if isinstance(answer, PermissionError):
+            raise answer
+        return answer
+
+
+def test_a_corpus_the_jobs_could_not_read_is_refused_before_any_job(settings, tmp_path):
+    """Another account's bucket, or its own KMS key: the processing job would fail after its instances started."""
+    foreign = "arn:aws:kms:us-east-1:111122223333:key/0b7a8c6e-1d2f-4a3b-9c8d-7e6f5a4b3c2d"
+    denied = PermissionError("AccessDenied: Access Denied")
+    store = KeyedStore(tmp_path, {"corpora": foreign, "closed": denied, "raw-bucket": settings.kms_key_arn})
+    for bucket in ("corpora", "closed", "raw-bucket"):
+        for name in ("00.jsonl", "01.jsonl"):  # dev preprocesses on two instances, a file each at least
+            store.put_text(f"s3://{bucket}/c4/{name}", "x")
+    stage = replace(settings, stage={**settings.stage, "source_buckets": ["corpora", "closed"]})
+    with pytest.raises(InputError) as error:
+        plan_execution({"corpus": {"s3_uri": "s3://corpora/c4/"}}, "e", stage, store)
+    assert str(error.value) == (
+        f"corpus.s3_uri: s3://corpora/c4/00.jsonl is encrypted with the KMS key {foreign}, which the jobs' role may "
+        "not use: add it to the stage's source_bucket_keys (its key policy admitting the stack's roles) and deploy"
+    )
+    mix = {"sources": [{"name": "web", "s3_uri": "s3://raw-bucket/c4/"}, {"name": "x", "s3_uri": "s3://closed/c4/"}]}
+    with pytest.raises(InputError) as error:
+        plan_execution({"corpus": mix}, "e", stage, store)
+    assert str(error.value).startswith(
+        "corpus.sources[1].s3_uri: the Plan step could not read s3://closed/c4/00.jsonl (AccessDenied: Access "
+        "Denied): a bucket of another account must admit the stack's roles in its policy"
+    )
+    assert not store.list("s3://datasets-bucket/inputs/")  # refused before the first write
+    assert plan_execution({"corpus": {"s3_uri": "s3://raw-bucket/c4/"}}, "e", stage, store)  # the stack's own key
+    keyed = {**stage.stage, "source_bucket_keys": [foreign]}
+    assert plan_execution({"corpus": {"s3_uri": "s3://corpora/c4/"}}, "e", replace(stage, stage=keyed), store)
+
+
 def test_existing_or_given_tokenizer_is_reused(settings, store):
     store.put_text("s3://raw-bucket/tok.json", "{}")
     given = {"corpus": {"s3_uri": "s3://raw-bucket/pile/"}, "dataset": {"tokenizer_s3_uri": "s3://raw-bucket/tok.json"}}

@@ -61,6 +61,29 @@ def check_buckets(settings: StackSettings, inp: WorkflowInput) -> None:
             )
 
 
+def check_corpus_readable(settings: StackSettings, first_files: dict[str, str], store: ObjectStore) -> None:
+    """Raises ConfigError when the first file of a corpus source (field -> URI) cannot be read, or is encrypted
+    with a KMS key the jobs' role may not use (the stack's key and ``source_bucket_keys`` only): the processing
+    job would fail on it after its instances were paid for."""
+    keys = [settings.kms_key_arn, *settings.stage_config.source_bucket_keys]
+    for field, uri in first_files.items():
+        try:
+            key = store.encryption_key(uri)
+        except PermissionError as error:
+            raise ConfigError.sentence(
+                field,
+                f"the Plan step could not read {uri} ({error}): a bucket of another account must admit the stack's "
+                "roles in its policy, and objects encrypted with a KMS key of their own need that key in the stage's "
+                "source_bucket_keys (its key policy admitting the roles)",
+            ) from error
+        if key is not None and key not in keys:
+            raise ConfigError.sentence(
+                field,
+                f"{uri} is encrypted with the KMS key {key}, which the jobs' role may not use: add it to the "
+                "stage's source_bucket_keys (its key policy admitting the stack's roles) and deploy",
+            )
+
+
 MAX_TOKENIZER_BYTES = 64 << 20  # a 50,257-token BPE's tokenizer.json is about 2 MB
 
 

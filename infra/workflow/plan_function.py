@@ -16,6 +16,7 @@ from constructs import Construct
 
 from infra.aws_limits import LIMITS_FILE, write_limits
 from infra.checkov import skip_checks
+from infra.identity import source_keys_statement
 from infra.nag import acknowledge_compliance, acknowledge_wildcards, bucket_ref, cfn_ref
 from infra.plan_step.settings import SETTINGS_ENV, SETTINGS_FILE, split_settings
 from infra.source_bundle import BUILD_DIR, REPO_ROOT
@@ -39,7 +40,8 @@ NO_DLQ = (
     "receives only failed asynchronous invocations, and there are none."
 )
 NOT_IN_VPC = (
-    "It calls only S3 (ListBucket, GetObject of *.json objects, PutObject under inputs/, DeleteObject under "
+    "It calls only S3 (ListBucket, GetObject of *.json objects and one byte of a corpus file, PutObject under "
+    "inputs/, DeleteObject under "
     "datasets/) and Service Quotas (two "
     "List actions); in a VPC it would need ENI permissions on '*', and an isolated stage an endpoint for each."
 )
@@ -90,6 +92,7 @@ class PlanFunction(Construct):
         raw: the raw bucket, whose corpus files it lists.
         models: the models bucket, where it finds the model of a ``deploy_from`` training job (listing only).
         sources: the stage's other buckets of corpora and tokenizers (``source_buckets``), listed like the raw one.
+        source_keys: the KMS keys of those buckets' objects (``source_bucket_keys``), decrypted through S3.
         key: the data key (objects it writes are encrypted with it).
         reserved_concurrency: concurrent executions reserved for it, and its cap (0: unreserved, acknowledged).
     """
@@ -105,6 +108,7 @@ class PlanFunction(Construct):
         raw: s3.IBucket,
         models: s3.IBucket,
         sources: list[s3.IBucket],
+        source_keys: list[str],
         key: kms.IKey,
         reserved_concurrency: int,
     ) -> None:
@@ -115,6 +119,7 @@ class PlanFunction(Construct):
             raise ValueError(f"settings known only at deployment belong in DEPLOY_TIME_FIELDS: {bundled}")
         code = build_plan_code(bundled, BUILD_DIR / "plan_function" / stack.stack_name)
         role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+        self.role = role  # another account's source bucket admits it in its policy (the PlanRoleArn output)
         self.function = lambda_.Function(
             self,
             "Function",
@@ -132,16 +137,22 @@ class PlanFunction(Construct):
             description="Plan step of the GPT pre-training workflow",
         )
         log_group.grant_write(role)
-        # It lists (manifests, tokenizers, corpus files), reads JSON objects only (a dataset's manifests and the
-        # tokenizer it compares them with; corpus files are .jsonl, .txt ...) and writes the tokenizer's sample list
-        # and the record of what a dataset is made from.
-        readable = [datasets, raw, *sources]
-        listed = [*readable, models]
+        # It lists (manifests, tokenizers, corpus files), reads JSON objects of the datasets bucket (a dataset's
+        # manifests and the tokenizer it compares them with), reads the first byte of one file of each corpus source
+        # (as the jobs will read it: sources.check_corpus_readable) and writes the tokenizer's sample list and the
+        # record of what a dataset is made from.
+        corpora = [raw, *sources]
+        listed = [datasets, *corpora, models]
         role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[b.bucket_arn for b in listed]))
         role.add_to_policy(iam.PolicyStatement(actions=QUOTA_ACTIONS, resources=["*"]))
         role.add_to_policy(
-            iam.PolicyStatement(actions=["s3:GetObject"], resources=[b.arn_for_objects("*.json") for b in readable])
+            iam.PolicyStatement(
+                actions=["s3:GetObject"],
+                resources=[datasets.arn_for_objects("*.json"), *(b.arn_for_objects("*") for b in corpora)],
+            )
         )
+        if source_keys:
+            role.add_to_policy(source_keys_statement(source_keys))
         role.add_to_policy(
             iam.PolicyStatement(actions=["s3:PutObject"], resources=[datasets.arn_for_objects("inputs/*")])
         )
@@ -183,12 +194,17 @@ class PlanFunction(Construct):
                     "The function writes under inputs/ only: the tokenizer's sample list (its key contains the "
                     "execution's job name) and the record of what a dataset is made from (its key, the dataset's)."
                 ),
+                f"Resource::{bucket_ref(datasets)}/*.json": (
+                    "It reads JSON objects only (manifests, tokenizer.json) to compare an existing dataset with "
+                    "the request; keys are chosen per dataset and execution."
+                ),
                 **{
-                    f"Resource::{bucket_ref(b)}/*.json": (
-                        "It reads JSON objects only (manifests, tokenizer.json) to compare an existing dataset with "
-                        "the request; keys are chosen per dataset and execution."
+                    f"Resource::{bucket_ref(b)}/*": (
+                        "Corpus files are named by each execution's input; it reads a given tokenizer.json and the "
+                        "first byte of one file of each source, to refuse a corpus the jobs could not read before "
+                        "any job starts. The buckets are read-only to it."
                     )
-                    for b in readable
+                    for b in corpora
                 },
                 f"Resource::{cfn_ref(log_group)}:*": (
                     "Lambda names log streams per instance; writes are limited to the function's own log group."
